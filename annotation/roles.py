@@ -1,0 +1,70 @@
+"""Who is who. Roles are Django groups; an admin is a staff user.
+
+- Annotator: audits, rates and labels items; sees only their own work, never model identities.
+- Researcher: reads the corpus, results and statistics; creates studies.
+- Admin (``is_staff``): everything, including the Django admin.
+
+"Staff-like" (admin or researcher) is the bar for corpus pages and, later, study management.
+"""
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.http import Http404, HttpRequest
+
+ANNOTATOR = "Annotator"
+RESEARCHER = "Researcher"
+ROLE_GROUPS = (ANNOTATOR, RESEARCHER)
+
+
+def _group_names(user: AbstractBaseUser | AnonymousUser) -> set[str]:
+    if not user.is_authenticated:
+        return set()
+    cached = getattr(user, "_role_group_names", None)
+    if cached is None:
+        cached = set(user.groups.values_list("name", flat=True))
+        user._role_group_names = cached
+    return cached
+
+
+def is_admin(user) -> bool:
+    return bool(user.is_authenticated and user.is_active and user.is_staff)
+
+
+def is_researcher(user) -> bool:
+    return RESEARCHER in _group_names(user)
+
+
+def is_annotator(user) -> bool:
+    return ANNOTATOR in _group_names(user)
+
+
+def is_staff_like(user) -> bool:
+    """Admins and researchers: allowed to read the corpus and manage studies."""
+    return is_admin(user) or is_researcher(user)
+
+
+def staff_like_required(view):
+    """Login required; then 404 for anyone who is not staff-like, so that annotators cannot even
+    learn which staff URLs exist."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        if not is_staff_like(request.user):
+            raise Http404("Not found")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def role_context(request: HttpRequest) -> dict[str, bool]:
+    user = getattr(request, "user", None)
+    if user is None:
+        return {}
+    return {
+        "user_is_staff_like": is_staff_like(user),
+        "user_is_annotator": is_annotator(user),
+        "user_is_admin": is_admin(user),
+    }

@@ -1,0 +1,223 @@
+from django.contrib import admin, messages
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from benchmark.corpus.importer import CorpusImportError, corpus_import
+from benchmark.forms import CorpusUploadForm
+from benchmark.models import (
+    Anchor,
+    Blueprint,
+    CommunicationStyle,
+    Dialogue,
+    Domain,
+    ModelEndpoint,
+    Persona,
+    Scenario,
+    Trigger,
+    Turn,
+)
+
+
+@admin.register(Domain)
+class DomainAdmin(admin.ModelAdmin):
+    list_display = ("name", "key", "order")
+    search_fields = ("name", "key")
+
+
+@admin.register(CommunicationStyle)
+class CommunicationStyleAdmin(admin.ModelAdmin):
+    list_display = (
+        "index",
+        "code",
+        "min_words",
+        "max_words",
+        "expressiveness",
+        "preciseness",
+        "questioningness",
+        "verbal_aggressiveness",
+        "emotionality",
+        "impression_manipulativeness",
+    )
+    list_filter = (
+        "expressiveness",
+        "preciseness",
+        "questioningness",
+        "verbal_aggressiveness",
+        "emotionality",
+        "impression_manipulativeness",
+    )
+    search_fields = ("code", "description")
+
+
+@admin.register(Persona)
+class PersonaAdmin(admin.ModelAdmin):
+    list_display = ("external_id", "name")
+    search_fields = ("external_id", "name", "summary")
+
+
+@admin.register(Scenario)
+class ScenarioAdmin(admin.ModelAdmin):
+    list_display = ("key", "title", "domain", "persona")
+    list_filter = ("domain",)
+    search_fields = ("key", "title", "hidden_goal", "surface_request", "persona__name")
+    list_select_related = ("domain", "persona")
+    raw_id_fields = ("persona",)
+
+
+@admin.register(Blueprint)
+class BlueprintAdmin(admin.ModelAdmin):
+    list_display = ("key", "scenario", "style")
+    list_filter = ("style", "scenario__domain")
+    search_fields = ("key", "scenario__key", "strategic_overview")
+    list_select_related = ("scenario", "style")
+    raw_id_fields = ("scenario",)
+
+
+class TurnInline(admin.StackedInline):
+    model = Turn
+    extra = 0
+    fields = ("index", "user_message", "assistant_response", "planner")
+    show_change_link = True
+
+
+class HasFindingsFilter(admin.SimpleListFilter):
+    title = "protocol findings"
+    parameter_name = "findings"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "With findings"), ("no", "None"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(findings=[])
+        if self.value() == "no":
+            return queryset.filter(findings=[])
+        return queryset
+
+
+@admin.register(Dialogue)
+class DialogueAdmin(admin.ModelAdmin):
+    list_display = (
+        "unique_id_eval",
+        "domain",
+        "style",
+        "status",
+        "trigger_count",
+        "finding_count",
+        "is_demo",
+        "read_link",
+    )
+    list_filter = ("status", "domain", "style", "is_demo", HasFindingsFilter, "curation_model")
+    search_fields = ("unique_id_eval", "uuid", "scenario__key", "scenario__title", "persona__name")
+    list_select_related = ("domain", "style")
+    raw_id_fields = ("blueprint", "scenario", "persona")
+    readonly_fields = ("findings", "imported_at", "updated_at")
+    inlines = [TurnInline]
+    change_list_template = "admin/benchmark/dialogue/change_list.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(n_triggers=Count("turns__trigger"))
+
+    @admin.display(description="triggers", ordering="n_triggers")
+    def trigger_count(self, obj: Dialogue) -> int:
+        return obj.n_triggers
+
+    @admin.display(description="findings")
+    def finding_count(self, obj: Dialogue) -> int:
+        return len(obj.findings)
+
+    @admin.display(description="")
+    def read_link(self, obj: Dialogue) -> str:
+        return format_html(
+            '<a href="{}">read</a>', reverse("benchmark:dialogue_detail", args=[obj.pk])
+        )
+
+    def get_urls(self):
+        return [
+            path(
+                "import/",
+                self.admin_site.admin_view(self.import_view),
+                name="benchmark_dialogue_import",
+            ),
+            *super().get_urls(),
+        ]
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload final_dialogues.jsonl: same checks and guarantees as ``import_corpus``."""
+        if not self.has_add_permission(request):
+            return redirect("admin:index")
+        form = CorpusUploadForm(request.POST or None, request.FILES or None)
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "title": "Import corpus",
+            "opts": self.model._meta,
+        }
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                summary = corpus_import(
+                    stream=upload.file if hasattr(upload, "file") else upload,
+                    source=upload.name,
+                    dry_run=form.cleaned_data["dry_run"],
+                    strict=form.cleaned_data["strict"],
+                )
+            except CorpusImportError as exc:
+                context["import_errors"] = exc
+            else:
+                if summary.dry_run:
+                    context["summary"] = summary
+                else:
+                    for line in summary.lines_of_text():
+                        messages.success(request, line)
+                    return redirect("admin:benchmark_dialogue_changelist")
+        return TemplateResponse(request, "admin/benchmark/dialogue/import.html", context)
+
+
+@admin.register(Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = ("dialogue", "index")
+    search_fields = ("dialogue__unique_id_eval", "user_message", "assistant_response")
+    list_select_related = ("dialogue",)
+    raw_id_fields = ("dialogue",)
+
+
+@admin.register(Trigger)
+class TriggerAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "type", "turn_index")
+    list_filter = ("type", "turn__dialogue__domain")
+    search_fields = ("turn__dialogue__unique_id_eval", "pass_criteria", "fail_criteria")
+    list_select_related = ("turn__dialogue",)
+    raw_id_fields = ("turn",)
+    filter_horizontal = ("anchors",)
+
+    @admin.display(description="turn", ordering="turn__index")
+    def turn_index(self, obj: Trigger) -> int:
+        return obj.turn.index
+
+
+@admin.register(Anchor)
+class AnchorAdmin(admin.ModelAdmin):
+    list_display = ("dialogue", "key", "text", "disclosed_in")
+    search_fields = ("dialogue__unique_id_eval", "key", "text")
+    list_select_related = ("dialogue", "disclosed_in")
+    raw_id_fields = ("dialogue", "disclosed_in")
+
+
+@admin.register(ModelEndpoint)
+class ModelEndpointAdmin(admin.ModelAdmin):
+    list_display = (
+        "display_name",
+        "name",
+        "provider",
+        "model_name",
+        "base_url",
+        "api_key_env",
+        "is_active",
+    )
+    list_filter = ("provider", "is_active")
+    search_fields = ("name", "display_name", "model_name")

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BenchmarkConfig(AppConfig):
+    name = "benchmark"
+    verbose_name = "Benchmark corpus and runs"

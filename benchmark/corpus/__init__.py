@@ -1,0 +1,1 @@
+"""Reading, checking and writing the ProactBench corpus (release format)."""

@@ -1,0 +1,52 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from benchmark.corpus.importer import CorpusImportError, Enrichment, corpus_import
+from benchmark.corpus.sidefiles import read_blueprints, read_tasks
+
+
+class Command(BaseCommand):
+    help = (
+        "Import final_dialogues.jsonl from the ProactBench release (or an export of this app). "
+        "The whole file is checked first: any structural error rejects it and nothing is written."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", type=Path, help="final_dialogues.jsonl")
+        parser.add_argument("--tasks", type=Path, help="tasks.jsonl, to enrich scenarios")
+        parser.add_argument(
+            "--blueprints", type=Path, help="blueprints.jsonl, for roadmaps and known anchors"
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="check and report, write nothing"
+        )
+        parser.add_argument(
+            "--strict", action="store_true", help="treat protocol findings as errors"
+        )
+
+    def handle(self, *args, path: Path, tasks, blueprints, dry_run, strict, **options):
+        enrichment = Enrichment()
+        try:
+            if tasks:
+                with tasks.open("rb") as stream:
+                    n = read_tasks(stream, enrichment, source=str(tasks))
+                self.stdout.write(f"Read {n} scenario(s) from {tasks}")
+            if blueprints:
+                with blueprints.open("rb") as stream:
+                    n = read_blueprints(stream, enrichment, source=str(blueprints))
+                self.stdout.write(f"Read {n} blueprint(s) from {blueprints}")
+            with path.open("rb") as stream:
+                summary = corpus_import(
+                    stream=stream,
+                    source=str(path),
+                    dry_run=dry_run,
+                    strict=strict,
+                    enrichment=enrichment,
+                )
+        except FileNotFoundError as exc:
+            raise CommandError(f"No such file: {exc.filename}") from None
+        except CorpusImportError as exc:
+            raise CommandError(str(exc)) from None
+        for line in summary.lines_of_text():
+            self.stdout.write(line)

@@ -1,0 +1,70 @@
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from annotation.roles import ANNOTATOR, RESEARCHER
+from benchmark.corpus.importer import corpus_import
+from benchmark.models import ModelEndpoint, Provider
+
+DEMO_DIR = settings.BASE_DIR / "benchmark" / "demo_data"
+
+# Demo logins for a local trial only. Never load the demo on a shared server.
+DEMO_USERS = (
+    # username, password, staff/superuser, group
+    ("admin", "demo-admin", True, None),
+    ("researcher", "demo-researcher", False, RESEARCHER),
+    ("annotator1", "demo-annotator1", False, ANNOTATOR),
+    ("annotator2", "demo-annotator2", False, ANNOTATOR),
+)
+
+DEMO_ENDPOINTS = (
+    # name, display name, role in the demo
+    ("demo-atlas-large", "Atlas Large (demo)"),
+    ("demo-birch-medium", "Birch Medium (demo)"),
+    ("demo-cedar-small", "Cedar Small (demo)"),
+    ("demo-judge-primary", "Primary judge (demo)"),
+    ("demo-judge-crossfamily", "Cross-family judge (demo)"),
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Load the hand-written demo corpus, replay endpoints for the demo models and judges, "
+        "and demo logins (admin, researcher, two annotators). Safe to run again."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-users", action="store_true", help="skip the demo logins")
+
+    @transaction.atomic
+    def handle(self, *args, no_users, **options):
+        with (DEMO_DIR / "dialogues.jsonl").open("rb") as stream:
+            summary = corpus_import(stream=stream, source="demo corpus")
+        for line in summary.lines_of_text():
+            self.stdout.write(line)
+        for name, display in DEMO_ENDPOINTS:
+            ModelEndpoint.objects.update_or_create(
+                name=name,
+                defaults={
+                    "display_name": display,
+                    "provider": Provider.REPLAY,
+                    "model_name": name,
+                    "default_params": {},
+                    "api_key_env": "",
+                },
+            )
+        self.stdout.write(f"Replay endpoints: {len(DEMO_ENDPOINTS)}")
+        if no_users:
+            return
+        self.stdout.write("Demo logins (local trial only):")
+        for username, password, is_staff, group in DEMO_USERS:
+            user, _ = get_user_model().objects.get_or_create(username=username)
+            user.is_staff = user.is_superuser = is_staff
+            user.set_password(password)
+            user.save()
+            if group:
+                user.groups.add(Group.objects.get(name=group))
+            role = "admin" if is_staff else group.lower()
+            self.stdout.write(f"  {role:<11} {username} / {password}")

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from benchmark import views
+
+app_name = "benchmark"
+
+urlpatterns = [
+    path("", views.dialogue_list, name="dialogue_list"),
+    path("dialogues/<int:pk>/", views.dialogue_detail, name="dialogue_detail"),
+]

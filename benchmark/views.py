@@ -1,0 +1,64 @@
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
+
+from annotation.roles import is_staff_like, staff_like_required
+from benchmark import selectors
+from benchmark.forms import DialogueFilterForm
+
+PAGE_SIZE = 50
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """Send each person to their own starting page."""
+    if is_staff_like(request.user):
+        return redirect("benchmark:dialogue_list")
+    return redirect("annotation:home")
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness for load balancers and compose healthchecks: the database answers."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok"})
+
+
+@staff_like_required
+def dialogue_list(request: HttpRequest) -> HttpResponse:
+    form = DialogueFilterForm(request.GET or None)
+    filters = form.to_filters() if form.is_valid() else selectors.DialogueFilters()
+    page = Paginator(selectors.dialogue_list(filters=filters), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    context = {"form": form, "page": page, "overview": selectors.corpus_overview()}
+    template = "benchmark/dialogue_list.html"
+    if request.htmx:
+        template += "#results"
+    return render(request, template, context)
+
+
+@staff_like_required
+def dialogue_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    dialogue = selectors.dialogue_for_reading(pk=pk)
+    findings_by_turn: dict[int | None, list[dict]] = {}
+    for finding in dialogue.findings:
+        findings_by_turn.setdefault(finding.get("turn"), []).append(finding)
+    turns = [
+        {"turn": turn, "findings": findings_by_turn.get(turn.index, [])}
+        for turn in dialogue.turns.all()
+    ]
+    return render(
+        request,
+        "benchmark/dialogue_detail.html",
+        {
+            "dialogue": dialogue,
+            "turns": turns,
+            "dialogue_findings": findings_by_turn.get(None, []),
+            "finding_count": len(dialogue.findings),
+        },
+    )
