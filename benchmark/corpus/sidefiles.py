@@ -8,7 +8,7 @@ Both files are small (hundreds of records) and are held in memory.
 
 from typing import IO
 
-from benchmark.corpus.importer import CorpusError, CorpusImportError, Enrichment, iter_json_lines
+from benchmark.corpus.parsing import CorpusError, CorpusImportError, Enrichment, iter_json_lines
 
 _SCENARIO_ALIASES = {
     "title": ("title", "scenario_title", "name"),
