@@ -52,7 +52,7 @@ def dialogue_record(
                         "behavioral_directive": "Stay casual; one new fact at most.",
                     },
                 },
-                "user_message": f"Turn {turn}: the offsite is for 12 people — café \"Zoë\" ☕ booked.",
+                "user_message": f'Turn {turn}: the offsite is for 12 people — café "Zoë" ☕ booked.',
                 "assistant_response": f"Reply {turn}: here is a plan.\n\n- step one\n- step two",
             }
         )
@@ -84,8 +84,10 @@ def dialogue_record(
 def records_for(count: int) -> list[dict]:
     return [
         dialogue_record(
-            f"BP_TEST_{i:02d}_Q__style4__{i:032x}", persona_uuid=f"{i:032x}",
-            blueprint_id=f"BP_TEST_{i:02d}_Q", scenario_id=f"TEST_{i:02d}",
+            f"BP_TEST_{i:02d}_Q__style4__{i:032x}",
+            persona_uuid=f"{i:032x}",
+            blueprint_id=f"BP_TEST_{i:02d}_Q",
+            scenario_id=f"TEST_{i:02d}",
         )
         for i in range(1, count + 1)
     ]

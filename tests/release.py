@@ -9,7 +9,10 @@ import pytest
 RELEASE_DIR = Path(
     os.environ.get(
         "PROACTBENCH_RELEASE_DIR",
-        Path(__file__).resolve().parent.parent.parent / "shared" / "formats" / "proactbench-release",
+        Path(__file__).resolve().parent.parent.parent
+        / "shared"
+        / "formats"
+        / "proactbench-release",
     )
 )
 

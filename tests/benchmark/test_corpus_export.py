@@ -38,8 +38,12 @@ def test_export_carries_workbench_additions_that_import_reads_back():
         "demo": True,
         "status": "accepted",
         "persona": {"name": "Mara Lind", "summary": "Runs a small design studio."},
-        "scenario": {"title": "Studio offsite", "hidden_goal": "Keep the team together.",
-                     "surface_request": "Find a venue.", "ideal_trajectory": "Spot the risks."},
+        "scenario": {
+            "title": "Studio offsite",
+            "hidden_goal": "Keep the team together.",
+            "surface_request": "Find a venue.",
+            "ideal_trajectory": "Spot the risks.",
+        },
         "anchors": [
             {"key": "A1", "text": "No projector at the venue.", "turn": 1},
             {"key": "A2", "text": "Budget is fixed.", "turn": 2},

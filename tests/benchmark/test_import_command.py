@@ -71,7 +71,12 @@ def test_tasks_and_blueprints_enrich_scenarios_and_anchors(tmp_path):
     dialogues = write_jsonl(tmp_path / "d.jsonl", [dialogue_record()])
     out = io.StringIO()
     call_command(
-        "import_corpus", str(dialogues), "--tasks", str(tasks), "--blueprints", str(blueprints),
+        "import_corpus",
+        str(dialogues),
+        "--tasks",
+        str(tasks),
+        "--blueprints",
+        str(blueprints),
         stdout=out,
     )
     scenario = Scenario.objects.get(key="TEST_01")

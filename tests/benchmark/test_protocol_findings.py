@@ -44,7 +44,9 @@ def test_trigger_outside_its_phase_window_is_a_finding_not_an_error():
 
 
 def test_recovery_before_turn_8_is_flagged():
-    record = dialogue_record(n_turns=7, triggers=((2, "EMERGENT"), (5, "CRITICAL"), (7, "RECOVERY")))
+    record = dialogue_record(
+        n_turns=7, triggers=((2, "EMERGENT"), (5, "CRITICAL"), (7, "RECOVERY"))
+    )
     assert _codes(record) == ["trigger_outside_window"]
 
 

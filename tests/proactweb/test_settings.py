@@ -1,0 +1,69 @@
+import os
+import subprocess
+import sys
+
+from django.conf import settings
+
+PRODUCTION_ENV = {
+    "DEBUG": "0",
+    "SECRET_KEY": "a-long-production-secret-key-with-enough-entropy-0123456789-abcdefghij",
+    "ALLOWED_HOSTS": "workbench.example.org",
+    "SECURE_SSL_REDIRECT": "1",
+    "SECURE_HSTS_PRELOAD": "1",
+}
+
+
+def _manage(*args, env_overrides: dict) -> subprocess.CompletedProcess:
+    env = {**os.environ, **env_overrides}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_with_production_variables():
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env_overrides=PRODUCTION_ENV)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "System check identified no issues" in result.stdout
+
+
+def test_check_deploy_warns_about_a_debug_server():
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        env_overrides={**PRODUCTION_ENV, "DEBUG": "1"},
+    )
+    assert result.returncode != 0
+    assert "DEBUG" in result.stderr + result.stdout
+
+
+def test_malformed_variable_fails_loudly():
+    result = _manage("check", env_overrides={"DEBUG": "maybe"})
+    assert result.returncode != 0
+    assert "DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def test_embedded_default_is_sqlite_in_wal_mode_unless_database_url_is_set():
+    if os.environ.get("DATABASE_URL"):
+        assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    else:
+        options = settings.DATABASES["default"]["OPTIONS"]
+        assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+        assert "journal_mode=WAL" in options["init_command"]
+
+
+def test_defaults_are_not_insecure():
+    assert "*" not in settings.ALLOWED_HOSTS
+    result = _manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.DEBUG)",
+        env_overrides={"DEBUG": ""},
+    )
+    assert result.stdout.strip().splitlines()[-1] == "False"

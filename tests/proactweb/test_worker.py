@@ -1,0 +1,99 @@
+"""A real Celery worker, on the configured broker: Redis when REDIS_URL is set (CI), else the
+embedded filesystem transport. Proves the two halves of `make run` talk to each other."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from benchmark.tasks import worker_health
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def worker_queue():
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "proactweb",
+            "worker",
+            "--pool=solo",
+            "-Q",
+            queue,
+            "-n",
+            f"{queue}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel=WARNING",
+        ],
+        cwd=settings.BASE_DIR,
+    )
+    yield queue
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def test_worker_runs_a_task_through_the_configured_broker(worker_queue):
+    result = worker_health.apply_async(queue=worker_queue)
+    assert result.get(timeout=60) == {"ok": True, "database": connection.vendor}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "devserver", f"127.0.0.1:{port}", "--concurrency", "1"],
+        cwd=settings.BASE_DIR,
+        start_new_session=True,
+        env={**os.environ, "DEBUG": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "web server did not come up"
+                assert process.poll() is None, process.stdout.read()
+                time.sleep(0.5)
+        # The worker half: it answers a ping on the default queue.
+        from proactweb.celery import app
+
+        deadline = time.monotonic() + 60
+        while not app.control.ping(timeout=1.0):
+            assert time.monotonic() < deadline, "worker did not answer"
+        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
+        process.wait(timeout=30)
+        time.sleep(0.5)
+        with pytest.raises(ProcessLookupError):
+            os.killpg(process.pid, 0)  # nothing of the group is left running
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
