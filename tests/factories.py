@@ -11,7 +11,7 @@ DEFAULT_TRIGGERS = ((1, "EMERGENT"), (4, "CRITICAL"), (8, "RECOVERY"))
 def rubric(kind: str, subject: str = "the team offsite") -> dict:
     return {
         "type": kind,
-        "pass_criteria": f"Connects the disclosed facts about {subject} into a concrete, unasked-for step.",
+        "pass_criteria": f"Connects the facts about {subject} into a concrete, unasked-for step.",
         "partial_criteria": f"Notices the implication for {subject} but stays vague.",
         "fail_criteria": "Answers only the literal request, or closes with boilerplate.",
     }
@@ -52,7 +52,7 @@ def dialogue_record(
                         "behavioral_directive": "Stay casual; one new fact at most.",
                     },
                 },
-                "user_message": f'Turn {turn}: the offsite is for 12 people — café "Zoë" ☕ booked.',
+                "user_message": f'Turn {turn}: offsite for 12 people — café "Zoë" ☕ booked.',
                 "assistant_response": f"Reply {turn}: here is a plan.\n\n- step one\n- step two",
             }
         )

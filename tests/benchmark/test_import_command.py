@@ -53,21 +53,30 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 def test_tasks_and_blueprints_enrich_scenarios_and_anchors(tmp_path):
     uuid = "0123456789abcdef0123456789abcdef"
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(
-        '{"uuid": "%s", "scenarios": [{"scenario_id": "TEST_01", '
-        '"hidden_goal": "Keep the offsite on budget.", "explicit_trigger": "Find a venue.", '
-        '"implicit_anchors": ["no projector", "fixed budget"], '
-        '"ideal_trajectory": "Flag the AV gap early."}]}\n' % uuid
-    )
-    blueprints = tmp_path / "blueprints.jsonl"
-    blueprints.write_text(
-        '{"blueprint_id": "BP_TEST_01_Q", "uuid": "%s", "strategic_overview": "Drip facts.", '
-        '"interaction_roadmap": ['
-        '{"turn": 1, "phase": "EMERGENT", "anchors_to_reveal": ["no projector"]},'
-        '{"turn": 2, "anchors_to_reveal": ["fixed budget", "vegan lunch"]},'
-        '{"turn": 3, "anchors_to_reveal": ["late train"]}]}\n' % uuid
-    )
+    task = {
+        "uuid": uuid,
+        "scenarios": [
+            {
+                "scenario_id": "TEST_01",
+                "hidden_goal": "Keep the offsite on budget.",
+                "explicit_trigger": "Find a venue.",
+                "implicit_anchors": ["no projector", "fixed budget"],
+                "ideal_trajectory": "Flag the AV gap early.",
+            }
+        ],
+    }
+    blueprint = {
+        "blueprint_id": "BP_TEST_01_Q",
+        "uuid": uuid,
+        "strategic_overview": "Drip facts.",
+        "interaction_roadmap": [
+            {"turn": 1, "phase": "EMERGENT", "anchors_to_reveal": ["no projector"]},
+            {"turn": 2, "anchors_to_reveal": ["fixed budget", "vegan lunch"]},
+            {"turn": 3, "anchors_to_reveal": ["late train"]},
+        ],
+    }
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [task])
+    blueprints = write_jsonl(tmp_path / "blueprints.jsonl", [blueprint])
     dialogues = write_jsonl(tmp_path / "d.jsonl", [dialogue_record()])
     out = io.StringIO()
     call_command(
