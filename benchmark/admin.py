@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -221,3 +222,4 @@ class ModelEndpointAdmin(admin.ModelAdmin):
     )
     list_filter = ("provider", "is_active")
     search_fields = ("name", "display_name", "model_name")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

@@ -111,6 +111,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "annotation.roles.role_context",
             ],
+            "builtins": ["template_partials.templatetags.partials"],
         },
     },
 ]

@@ -41,3 +41,9 @@ def client_for(client):
         return client
 
     return login
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """PBKDF2 is slow by design; tests need no protection from brute force."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
