@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
+
 from benchmark.corpus.parsing import Enrichment, ParsedDialogue
 from benchmark.corpus.schema import EXTENSION_KEY, OFFICIAL_KEYS
 from benchmark.models import (
@@ -63,6 +65,7 @@ class BatchWriter:
         self.summary = summary
         self.domains = {d.key: d for d in Domain.objects.all()}
         self.styles = {s.index: s for s in CommunicationStyle.objects.all()}
+        self.seen_before: set[str] = set()  # unique_id_evals of this batch already in the db
 
     def write(self, batch: list[ParsedDialogue]) -> None:
         personas = self._personas(batch)
@@ -184,6 +187,9 @@ class BatchWriter:
         existing.update(new)
         return existing
 
+    def _reimported(self, batch: list[ParsedDialogue]) -> list[ParsedDialogue]:
+        return [item for item in batch if item.record.unique_id_eval in self.seen_before]
+
     def _dialogues(self, batch, personas, scenarios, blueprints) -> dict[str, Dialogue]:
         existing = {
             d.unique_id_eval: d
@@ -191,6 +197,7 @@ class BatchWriter:
                 unique_id_eval__in=[item.record.unique_id_eval for item in batch]
             )
         }
+        self.seen_before = set(existing)
         fields = [
             "uuid",
             "blueprint",
@@ -270,11 +277,16 @@ class BatchWriter:
         )
         self.summary.turns += len(rows)
         ids = [d.id for d in dialogues.values()]
-        for item in batch:  # a re-import with fewer turns drops the surplus ones
-            Turn.objects.filter(
+        # A re-import with fewer turns drops the surplus ones (only dialogues seen before can
+        # have any), in one statement.
+        surplus = Q()
+        for item in self._reimported(batch):
+            surplus |= Q(
                 dialogue=dialogues[item.record.unique_id_eval],
                 index__gt=len(item.record.turn_records),
-            ).delete()
+            )
+        if surplus:
+            Turn.objects.filter(surplus).delete()
         return {
             (dialogue_id, index): pk
             for pk, dialogue_id, index in Turn.objects.filter(dialogue_id__in=ids).values_list(
@@ -302,10 +314,13 @@ class BatchWriter:
             unique_fields=["dialogue", "key"],
             update_fields=["text", "disclosed_in"],
         )
-        for item in batch:
-            Anchor.objects.filter(dialogue=dialogues[item.record.unique_id_eval]).exclude(
+        dropped = Q()
+        for item in self._reimported(batch):
+            dropped |= Q(dialogue=dialogues[item.record.unique_id_eval]) & ~Q(
                 key__in=list(item.anchor_texts)
-            ).delete()
+            )
+        if dropped:
+            Anchor.objects.filter(dropped).delete()
         return {
             (dialogue_id, key): pk
             for pk, dialogue_id, key in Anchor.objects.filter(

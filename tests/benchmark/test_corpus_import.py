@@ -244,3 +244,14 @@ def test_release_scenario_ids_shared_by_two_personas_stay_apart():
     _import(jsonl_bytes([first, second]))
     assert Scenario.objects.filter(key="TEST_01").count() == 2
     assert Persona.objects.count() == 2
+
+
+def test_reimport_drops_anchors_no_longer_in_the_file():
+    anchors = [{"key": f"A{i}", "text": f"Fact {i}.", "turn": i} for i in (1, 2, 3)]
+    record = dialogue_record(extension={"anchors": anchors, "trigger_anchors": {"4": ["A2", "A3"]}})
+    _import(jsonl_bytes([record]))
+    record["x_workbench"] = {"anchors": anchors[:2], "trigger_anchors": {"4": ["A1", "A2"]}}
+    _import(jsonl_bytes([record]))
+    assert list(Anchor.objects.values_list("key", flat=True)) == ["A1", "A2"]
+    trigger = Trigger.objects.get(type="CRITICAL")
+    assert sorted(trigger.anchors.values_list("key", flat=True)) == ["A1", "A2"]

@@ -1,0 +1,20 @@
+"""Run every benchmark in bench/ in turn (each prints a table and ends with a RESULT line)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = ["corpus_import.py"]
+
+
+def main() -> int:
+    here = Path(__file__).resolve().parent
+    status = 0
+    for name in BENCHMARKS:
+        print(f"\n## {name}", flush=True)
+        status |= subprocess.run([sys.executable, str(here / name)], check=False).returncode
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
