@@ -55,6 +55,19 @@ def test_worker_runs_a_task_through_the_configured_broker(worker_queue):
     assert result.get(timeout=60) == {"ok": True, "database": connection.vendor}
 
 
+def _processes_matching(text: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if text.encode() in cmdline.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -90,10 +103,13 @@ def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
         while not app.control.ping(timeout=1.0):
             assert time.monotonic() < deadline, "worker did not answer"
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
-        process.wait(timeout=30)
+        output, _ = process.communicate(timeout=40)
+        assert process.returncode == 0, output
+        assert "exited with an error" not in output, output
         time.sleep(0.5)
         with pytest.raises(ProcessLookupError):
-            os.killpg(process.pid, 0)  # nothing of the group is left running
+            os.killpg(process.pid, 0)  # nothing of the web server's group is left running
+        assert not _processes_matching(f"devserver-127.0.0.1-{port}@")  # nor the worker
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)

@@ -6,6 +6,10 @@ import time
 from django.core.management.base import BaseCommand
 
 
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 class Command(BaseCommand):
     help = (
         "Run the development web server and a Celery worker together (embedded default: no "
@@ -31,9 +35,16 @@ class Command(BaseCommand):
                     "--pool=threads",
                     f"--concurrency={concurrency}",
                     "--loglevel=INFO",
-                ]
+                    f"--hostname=devserver-{addrport.replace(':', '-')}@%h",
+                ],
+                # Its own session: Ctrl-C reaches only this command and the web server, and the
+                # worker gets a SIGTERM from us instead (a warm shutdown, exit status 0).
+                start_new_session=True,
             ),
         }
+        # A closed terminal or a `kill` must stop the children too, not orphan the worker.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _raise_keyboard_interrupt)
         self.stdout.write(f"Web on http://{addrport}/ and a Celery worker; Ctrl-C stops both.")
         try:
             while all(child.poll() is None for child in children.values()):
@@ -44,12 +55,23 @@ class Command(BaseCommand):
             for child in children.values():
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
-            for child in children.values():
-                try:
-                    child.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    child.kill()
+            self._wait(children, timeout=30, kill=True)
         clean_exits = (0, -signal.SIGTERM, -signal.SIGINT)
-        failed = [name for name, child in children.items() if child.returncode not in clean_exits]
+        failed = [
+            f"{name} (exit {child.returncode})"
+            for name, child in children.items()
+            if child.returncode not in clean_exits
+        ]
         if failed:
             self.stderr.write(f"Stopped: {', '.join(map(str, failed))} exited with an error.")
+
+    @staticmethod
+    def _wait(children: dict, *, timeout: float, kill: bool = False) -> None:
+        deadline = time.monotonic() + timeout
+        for child in children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                if kill:
+                    child.kill()
+                    child.wait()
