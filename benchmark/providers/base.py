@@ -1,0 +1,90 @@
+"""The provider interface: one chat completion in, text plus accounting out.
+
+Everything above this layer (curation, evaluation, judging) talks to a ``ChatProvider`` and never
+to a vendor SDK, so the replay provider can stand in for any model and tests can drive the real
+SDKs against local servers that speak each vendor's wire format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class ReplayKey:
+    """Identifies a recorded reply for the ``replay`` provider. Never sent to a vendor.
+
+    ``kind`` is "reply" (a model's answer at a trigger) or "judgment" (a judge's verdict on one).
+    """
+
+    kind: Literal["reply", "judgment"]
+    unique_id_eval: str
+    turn: int
+    model: str
+    condition: str
+    judge: str = ""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: tuple[ChatMessage, ...]
+    params: dict[str, Any] = field(default_factory=dict)
+    """Sampling parameters: temperature, top_p, max_tokens, … (vendor-neutral names)."""
+    timeout_s: float = 120.0
+    replay_key: ReplayKey | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """What identifies the call for caching and what tests inspect for isolation."""
+        return {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in self.messages],
+            "params": dict(sorted(self.params.items())),
+        }
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 1
+    request_id: str = ""
+
+
+class ProviderError(Exception):
+    """A call that failed for good (after retries, or at once for a non-retryable status).
+
+    ``status`` is the HTTP status when there was one; ``retryable`` says whether the failure was
+    transient (429, 5xx, connection error, timeout) — relevant to callers that schedule a later
+    retry of the whole unit."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.attempts = attempts
+
+
+class ChatProvider(Protocol):
+    def complete(self, request: ChatRequest) -> ChatResult:
+        """One chat completion, with retries for transient failures. Raises ProviderError."""
+        ...
