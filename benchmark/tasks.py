@@ -1,15 +1,37 @@
-"""Celery tasks of the benchmark app."""
+"""Celery tasks of the benchmark app: thin wrappers that take ids and call one service.
+
+Delivery is at least once (acks_late, reject_on_worker_lost): the services are idempotent, so a
+task redelivered after a worker died only finishes what was left.
+"""
 
 from celery import shared_task
 from django.db import connection
 
+from benchmark.evaluation import engine, runs
+
+
+@shared_task(name="benchmark.run_unit", acks_late=True, ignore_result=True)
+def run_unit(unit_id: int) -> str:
+    """Execute one evaluation unit (claim, reply, judge). Idempotent; see engine.unit_execute.
+    Provider failures are recorded on the unit (state error) rather than retried blindly here:
+    the provider layer already retried transient ones, and "retry errors" re-enqueues."""
+    return engine.unit_execute(unit_id=unit_id)
+
+
+@shared_task(name="benchmark.launch_run", acks_late=True, ignore_result=True)
+def launch_run(run_id: int) -> int:
+    """Queued → running: create the run's units and enqueue them (a no-op for any other state)."""
+    return runs.run_launch(run_id=run_id)
+
+
+@shared_task(name="benchmark.resume_run", acks_late=True, ignore_result=True)
+def resume_run(run_id: int) -> int:
+    return runs.run_resume(run_id=run_id)
+
 
 @shared_task(name="benchmark.worker_health")
 def worker_health() -> dict:
-    """Report that a worker is alive and can reach the database. Read-only; safe to repeat.
-
-    Used by the health page and by ``manage.py check_worker`` to prove broker, worker and
-    database are wired together."""
+    """Report that a worker is alive and can reach the database. Read-only; safe to repeat."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         (one,) = cursor.fetchone()

@@ -1,0 +1,322 @@
+"""Executing one evaluation unit: claim it, get the model's reply, have every judge score it.
+
+Idempotency contract of ``unit_execute`` (safe to call any number of times, concurrently, for the
+same unit — as Celery's at-least-once delivery will):
+
+- A unit is claimed with one conditional UPDATE (pending, or running with an expired lease, in a
+  running run); whoever does not win the claim does nothing.
+- Every write is conditioned on the claim token, so a worker that lost its lease cannot
+  overwrite the new owner's work; judgments are unique per (unit, judge).
+- Every provider call goes through the response cache: a call that completed once is never paid
+  for again, whether the unit is retried, resumed or redelivered after a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from benchmark.evaluation.evidence import grade_evidence
+from benchmark.evaluation.judge_output import JudgeOutputError, parse_judge_output
+from benchmark.evaluation.requests import cache_key, judge_request, reply_request
+from benchmark.models import (
+    CallPurpose,
+    EvaluationRun,
+    EvaluationUnit,
+    EvidenceStatus,
+    JudgeDisagreement,
+    Judgment,
+    JudgmentState,
+    ModelEndpoint,
+    ModelPrice,
+    ProviderCall,
+    ResponseCacheEntry,
+    RunStatus,
+    UnitState,
+)
+from benchmark.providers.base import ChatProvider, ChatRequest, ChatResult, ProviderError
+
+logger = logging.getLogger(__name__)
+
+JUDGE_MAX_TRIES = 3
+PRICE_TTL_S = 60.0
+
+
+class RunStopped(Exception):
+    """The run was cancelled (or is no longer running): make no new calls."""
+
+
+# --- Per-process helpers ----------------------------------------------------------------------
+
+_providers: dict[tuple[int, str], ChatProvider] = {}
+_providers_lock = threading.Lock()
+
+
+def provider_for_endpoint(endpoint: ModelEndpoint) -> ChatProvider:
+    """One provider (one HTTP connection pool) per endpoint per process."""
+    from benchmark.providers.factory import provider_for
+
+    key = (endpoint.pk, f"{endpoint.provider}|{endpoint.base_url}|{endpoint.api_key_env}")
+    with _providers_lock:
+        if key not in _providers:
+            _providers[key] = provider_for(endpoint)
+        return _providers[key]
+
+
+_prices: dict[str, tuple[float, ModelPrice | None]] = {}
+
+
+def _price(model_name: str) -> ModelPrice | None:
+    cached = _prices.get(model_name)
+    if cached and time.monotonic() - cached[0] < PRICE_TTL_S:
+        return cached[1]
+    price = ModelPrice.objects.filter(model_name=model_name).first()
+    _prices[model_name] = (time.monotonic(), price)
+    return price
+
+
+# --- Calls: cache, accounting, cancellation ---------------------------------------------------
+
+
+@dataclass
+class CallContext:
+    run: EvaluationRun
+    unit: EvaluationUnit
+    salt: str
+
+
+def _run_is_live(run_id: int) -> bool:
+    return EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists()
+
+
+def cached_call(
+    ctx: CallContext, endpoint: ModelEndpoint, request: ChatRequest, purpose: str
+) -> ChatResult:
+    """The call's result from the cache, or from the provider (then cached and accounted)."""
+    key = cache_key(endpoint, request, sample_index=ctx.unit.sample_index, salt=ctx.salt)
+    hit = ResponseCacheEntry.objects.filter(key=key).first()
+    if hit is not None:
+        return ChatResult(
+            text=hit.text,
+            input_tokens=hit.input_tokens,
+            output_tokens=hit.output_tokens,
+            reasoning_tokens=hit.reasoning_tokens,
+            latency_s=0.0,
+            attempts=0,
+            request_id=hit.request_id,
+        )
+    if not _run_is_live(ctx.run.pk):  # cancel stops new calls: checked before every call
+        raise RunStopped
+    provider = provider_for_endpoint(endpoint)
+    try:
+        result = provider.complete(request)
+    except ProviderError as exc:
+        ProviderCall.objects.create(
+            run=ctx.run,
+            unit=ctx.unit,
+            endpoint=endpoint,
+            purpose=purpose,
+            cache_key=key,
+            ok=False,
+            error=str(exc)[:2000],
+            attempts=exc.attempts,
+        )
+        raise
+    price = _price(endpoint.model_name)
+    cost = (
+        price.cost(
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            reasoning_tokens=result.reasoning_tokens,
+        )
+        if price
+        else Decimal(0)
+    )
+    # Cache first: from here on a crash cannot make us pay for this call again.
+    ResponseCacheEntry.objects.get_or_create(
+        key=key,
+        defaults={
+            "endpoint_name": endpoint.name,
+            "text": result.text,
+            "input_tokens": result.input_tokens,
+            "output_tokens": result.output_tokens,
+            "reasoning_tokens": result.reasoning_tokens,
+            "latency_s": result.latency_s,
+            "request_id": result.request_id[:200],
+        },
+    )
+    ProviderCall.objects.create(
+        run=ctx.run,
+        unit=ctx.unit,
+        endpoint=endpoint,
+        purpose=purpose,
+        cache_key=key,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        reasoning_tokens=result.reasoning_tokens,
+        latency_s=result.latency_s,
+        attempts=result.attempts,
+        request_id=result.request_id[:200],
+        cost_usd=cost,
+    )
+    return result
+
+
+# --- The unit ---------------------------------------------------------------------------------
+
+
+def unit_claim(*, unit_id: int) -> tuple[EvaluationUnit, str] | None:
+    """Claim a unit for this worker. Returns (unit, token), or None when it is not ours to do."""
+    unit = EvaluationUnit.objects.select_related("run").filter(pk=unit_id).first()
+    if unit is None:
+        return None
+    now = timezone.now()
+    stale = now - timedelta(seconds=unit.run.lease_seconds)
+    token = uuid.uuid4().hex
+    won = (
+        EvaluationUnit.objects.filter(pk=unit_id)
+        .filter(Q(state=UnitState.PENDING) | Q(state=UnitState.RUNNING, claimed_at__lt=stale))
+        .filter(run__status=RunStatus.RUNNING)
+        .update(
+            state=UnitState.RUNNING,
+            claim_token=token,
+            claimed_at=now,
+            attempts=F("attempts") + 1,
+        )
+    )
+    if won != 1:
+        return None
+    unit = EvaluationUnit.objects.select_related("run", "endpoint", "trigger__turn__dialogue").get(
+        pk=unit_id
+    )
+    return unit, token
+
+
+def _owned(unit: EvaluationUnit, token: str):
+    return EvaluationUnit.objects.filter(pk=unit.pk, claim_token=token, state=UnitState.RUNNING)
+
+
+def _judge_one(ctx: CallContext, turns, judge: ModelEndpoint) -> None:
+    unit = ctx.unit
+    rejected: tuple[str, str] | None = None
+    raw = ""
+    for attempt in range(1, JUDGE_MAX_TRIES + 1):
+        request = judge_request(unit, turns, judge, rejected=rejected)
+        raw = cached_call(ctx, judge, request, CallPurpose.JUDGMENT).text
+        try:
+            parsed = parse_judge_output(raw, reply=unit.reply)
+        except JudgeOutputError as exc:
+            rejected = (raw, str(exc))
+            continue
+        grade = grade_evidence(parsed.evidence, unit.reply)
+        _save_judgment(
+            unit,
+            judge,
+            state=JudgmentState.DONE,
+            verdict=parsed.verdict,
+            rationale=parsed.rationale,
+            evidence=parsed.evidence,
+            raw_output=raw,
+            attempts=attempt,
+            evidence_status=EvidenceStatus.EXACT,
+            evidence_found_share=grade.found_share,
+        )
+        return
+    _save_judgment(
+        unit,
+        judge,
+        state=JudgmentState.JUDGE_ERROR,
+        raw_output=raw,
+        attempts=JUDGE_MAX_TRIES,
+        error=f"unusable after {JUDGE_MAX_TRIES} tries: {rejected[1] if rejected else ''}",
+    )
+
+
+def _save_judgment(unit: EvaluationUnit, judge: ModelEndpoint, **fields) -> None:
+    try:
+        with transaction.atomic():
+            Judgment.objects.create(unit=unit, judge=judge, judge_name=judge.name, **fields)
+    except IntegrityError:
+        # Another delivery of this unit judged it first; the unique key keeps one judgment.
+        logger.info("judgment of unit %s by %s already exists", unit.pk, judge.name)
+
+
+def _record_disagreement(unit: EvaluationUnit) -> None:
+    verdicts = dict(
+        Judgment.objects.filter(unit=unit, state=JudgmentState.DONE).values_list(
+            "judge_name", "verdict"
+        )
+    )
+    if len(set(verdicts.values())) > 1:
+        JudgeDisagreement.objects.get_or_create(unit=unit, defaults={"verdicts": verdicts})
+
+
+def unit_execute(*, unit_id: int) -> str:
+    """Run one unit to the end (see the module docstring for the idempotency contract).
+    Returns the unit's state afterwards, or "skipped" when it was not ours to run."""
+    claim = unit_claim(unit_id=unit_id)
+    if claim is None:
+        return "skipped"
+    unit, token = claim
+    run = unit.run
+    ctx = CallContext(run=run, unit=unit, salt="" if run.use_cache else f"run-{run.pk}")
+    turns = list(unit.trigger.turn.dialogue.turns.order_by("index"))
+    try:
+        if not unit.reply:
+            result = cached_call(ctx, unit.endpoint, reply_request(unit, turns), CallPurpose.REPLY)
+            if not result.text.strip():
+                raise ProviderError("the model returned an empty reply", retryable=False)
+            unit.reply = result.text
+            _owned(unit, token).update(
+                reply=result.text,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                reasoning_tokens=result.reasoning_tokens,
+                latency_s=result.latency_s,
+            )
+        done_judges = set(Judgment.objects.filter(unit=unit).values_list("judge_id", flat=True))
+        for judge in run.judges.all():
+            if judge.pk not in done_judges:
+                _judge_one(ctx, turns, judge)
+        _record_disagreement(unit)
+    except RunStopped:
+        # Hand the unit back; a resume picks it up again.
+        _owned(unit, token).update(state=UnitState.PENDING, claim_token="", claimed_at=None)
+        run_finish_if_complete(run_id=run.pk)
+        return UnitState.PENDING
+    except ProviderError as exc:
+        _owned(unit, token).update(
+            state=UnitState.ERROR, error=str(exc)[:4000], finished_at=timezone.now()
+        )
+        run_finish_if_complete(run_id=run.pk)
+        return UnitState.ERROR
+    _owned(unit, token).update(state=UnitState.DONE, error="", finished_at=timezone.now())
+    run_finish_if_complete(run_id=run.pk)
+    return UnitState.DONE
+
+
+def run_finish_if_complete(*, run_id: int) -> None:
+    """Close the run once no unit is pending or running (a conditional update: exactly one
+    worker moves it)."""
+    open_units = EvaluationUnit.objects.filter(
+        run_id=run_id, state__in=[UnitState.PENDING, UnitState.RUNNING]
+    )
+    now = timezone.now()
+    cancelling = EvaluationRun.objects.filter(pk=run_id, status=RunStatus.CANCELLING)
+    if cancelling.exists() and not open_units.filter(state=UnitState.RUNNING).exists():
+        cancelling.update(status=RunStatus.CANCELLED, finished_at=now)
+        return
+    if open_units.exists():
+        return
+    EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+        status=RunStatus.DONE, finished_at=now
+    )

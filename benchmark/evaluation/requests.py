@@ -1,0 +1,121 @@
+"""The requests an evaluation sends: a model's reply at a trigger, and a judge's verdict on it.
+
+Isolation by construction: the model under test sees only the frozen conversation up to and
+including the trigger-turn user message (plus, in the rubric-injected condition, the trigger's
+principle as a system instruction); the judge sees that conversation, the rubric and the reply —
+never the persona, the style or the hidden goal (SPEC 2.2).
+"""
+
+import hashlib
+import json
+
+from benchmark.curation.prompts import load_prompt
+from benchmark.models import Condition, EvaluationUnit, ModelEndpoint, Trigger, Turn
+from benchmark.providers.base import ChatMessage, ChatRequest, ReplayKey
+
+# Sampling parameters that are endpoint plumbing, not part of the request identity.
+_NON_SAMPLING_PARAMS = {"rate_limit_rpm", "rate_limit_tpm", "max_concurrency", "timeout_s"}
+
+
+def sampling_params(endpoint: ModelEndpoint) -> dict:
+    return {k: v for k, v in endpoint.default_params.items() if k not in _NON_SAMPLING_PARAMS}
+
+
+def conversation_until(trigger: Trigger, turns: list[Turn]) -> tuple[ChatMessage, ...]:
+    """The frozen history: every earlier turn in full, then the trigger turn's user message."""
+    messages: list[ChatMessage] = []
+    for turn in turns:
+        if turn.index > trigger.turn.index:
+            break
+        messages.append(ChatMessage("user", turn.user_message))
+        if turn.index < trigger.turn.index:
+            messages.append(ChatMessage("assistant", turn.assistant_response))
+    return tuple(messages)
+
+
+def reply_request(unit: EvaluationUnit, turns: list[Turn]) -> ChatRequest:
+    trigger, endpoint = unit.trigger, unit.endpoint
+    messages = conversation_until(trigger, turns)
+    if unit.condition == Condition.RUBRIC_INJECTED:
+        instruction = load_prompt("rubric_injection").render(
+            trigger_type=trigger.type, pass_criteria=trigger.pass_criteria
+        )
+        messages = (ChatMessage("system", instruction), *messages)
+    return ChatRequest(
+        model=endpoint.model_name,
+        messages=messages,
+        params=sampling_params(endpoint),
+        replay_key=ReplayKey(
+            "reply",
+            trigger.turn.dialogue.unique_id_eval,
+            trigger.turn.index,
+            endpoint.model_name,
+            unit.condition,
+        ),
+    )
+
+
+def _transcript(messages: tuple[ChatMessage, ...]) -> str:
+    names = {"user": "USER", "assistant": "ASSISTANT"}
+    return "\n\n".join(f"[{names[m.role]}]\n{m.content}" for m in messages if m.role in names)
+
+
+def judge_request(
+    unit: EvaluationUnit,
+    turns: list[Turn],
+    judge: ModelEndpoint,
+    *,
+    rejected: tuple[str, str] | None = None,
+) -> ChatRequest:
+    """``rejected`` = (the judge's previous output, why it could not be used), to ask again."""
+    trigger = unit.trigger
+    prompt = load_prompt("judge").render(
+        conversation=_transcript(conversation_until(trigger, turns)),
+        trigger_type=trigger.type,
+        pass_criteria=trigger.pass_criteria,
+        partial_criteria=trigger.partial_criteria,
+        fail_criteria=trigger.fail_criteria,
+        reply=unit.reply,
+    )
+    messages = [ChatMessage("user", prompt)]
+    if rejected:
+        previous, reason = rejected
+        messages += [
+            ChatMessage("assistant", previous),
+            ChatMessage(
+                "user",
+                f"That answer could not be used: {reason}. Answer again with only the JSON object.",
+            ),
+        ]
+    return ChatRequest(
+        model=judge.model_name,
+        messages=tuple(messages),
+        params=sampling_params(judge),
+        replay_key=ReplayKey(
+            "judgment",
+            trigger.turn.dialogue.unique_id_eval,
+            trigger.turn.index,
+            unit.endpoint.model_name,
+            unit.condition,
+            judge=judge.model_name,
+        ),
+    )
+
+
+def cache_key(
+    endpoint: ModelEndpoint, request: ChatRequest, *, sample_index: int, salt: str
+) -> str:
+    """Hash of (endpoint, model, parameters, messages, sample index[, salt]).
+
+    ``salt`` is empty for runs that share the cache, and the run id for runs that opted out
+    (fresh sampling): their calls are still cached, so a resume inside the run never pays twice,
+    but nothing is reused across runs."""
+    identity = {
+        "endpoint": endpoint.name,
+        "base_url": endpoint.base_url,
+        **request.payload(),
+        "sample": sample_index,
+        "salt": salt,
+    }
+    blob = json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()

@@ -1,0 +1,252 @@
+"""Run lifecycle: create, launch (fan out to units), cancel, resume, retry errors, progress.
+
+State machine: queued → running → done | cancelling → cancelled; failed when the launch itself
+fails. Every transition is a conditional UPDATE, so two admins pressing a button at once, or a
+worker finishing while someone cancels, cannot leave a run in a mixed state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Count, Max, Q, Sum
+from django.utils import timezone
+
+from benchmark.models import (
+    Condition,
+    Dialogue,
+    DialogueStatus,
+    EvaluationRun,
+    EvaluationUnit,
+    ModelEndpoint,
+    ProviderCall,
+    RunStatus,
+    Trigger,
+    UnitState,
+)
+
+ENQUEUE_CHUNK = 500
+
+
+class RunActionError(Exception):
+    """A run action that does not apply to the run's current state."""
+
+
+@transaction.atomic
+def run_create(
+    *,
+    name: str,
+    endpoints: Iterable[ModelEndpoint],
+    judges: Iterable[ModelEndpoint],
+    dialogues: Iterable[Dialogue] | None = None,
+    conditions: Iterable[str] = (Condition.VANILLA,),
+    samples: int = 1,
+    use_cache: bool = True,
+    primary_judge: ModelEndpoint | None = None,
+    created_by=None,
+) -> EvaluationRun:
+    """A queued run. Default dialogues: the accepted ones."""
+    conditions = list(dict.fromkeys(conditions))
+    unknown = set(conditions) - set(Condition.values)
+    if unknown or not conditions:
+        raise RunActionError(f"unknown condition(s): {', '.join(sorted(unknown)) or 'none given'}")
+    judges = list(judges)
+    run = EvaluationRun.objects.create(
+        name=name,
+        conditions=conditions,
+        samples=samples,
+        use_cache=use_cache,
+        primary_judge=primary_judge or (judges[0] if judges else None),
+        created_by=created_by,
+    )
+    run.endpoints.set(list(endpoints))
+    run.judges.set(judges)
+    if dialogues is None:
+        dialogues = Dialogue.objects.filter(status=DialogueStatus.ACCEPTED)
+    run.dialogues.set(list(dialogues))
+    return run
+
+
+def run_units_create(*, run: EvaluationRun) -> int:
+    """One unit per trigger × model × condition × sample (idempotent: existing units stay)."""
+    triggers = list(
+        Trigger.objects.filter(turn__dialogue__in=run.dialogues.all()).values_list("id", flat=True)
+    )
+    endpoints = list(run.endpoints.values_list("id", flat=True))
+    units = [
+        EvaluationUnit(
+            run=run,
+            trigger_id=trigger_id,
+            endpoint_id=endpoint_id,
+            condition=condition,
+            sample_index=sample,
+        )
+        for trigger_id in triggers
+        for endpoint_id in endpoints
+        for condition in run.conditions
+        for sample in range(run.samples)
+    ]
+    EvaluationUnit.objects.bulk_create(units, batch_size=2000, ignore_conflicts=True)
+    return len(units)
+
+
+def _enqueue(unit_ids: list[int]) -> None:
+    from benchmark.tasks import run_unit
+
+    for start in range(0, len(unit_ids), ENQUEUE_CHUNK):
+        for unit_id in unit_ids[start : start + ENQUEUE_CHUNK]:
+            run_unit.delay(unit_id)
+
+
+def run_launch(*, run_id: int) -> int:
+    """Queued → running: create the units and enqueue them. Returns how many were enqueued.
+    Called from a task, so an admin's click never waits for the fan-out."""
+    run = EvaluationRun.objects.get(pk=run_id)
+    if run.status != RunStatus.QUEUED:
+        return 0
+    try:
+        run_units_create(run=run)
+    except Exception as exc:
+        EvaluationRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+            status=RunStatus.FAILED, notes=f"launch failed: {exc}"[:2000]
+        )
+        raise
+    moved = EvaluationRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING, started_at=timezone.now()
+    )
+    if moved != 1:
+        return 0
+    pending = list(
+        EvaluationUnit.objects.filter(run_id=run_id, state=UnitState.PENDING)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    _enqueue(pending)
+    if not pending:
+        from benchmark.evaluation.engine import run_finish_if_complete
+
+        run_finish_if_complete(run_id=run_id)
+    return len(pending)
+
+
+def run_cancel(*, run_id: int) -> None:
+    """Stop making calls: units check the run's status before every call, and pending units
+    are never started. The run is cancelled once no unit is running any more."""
+    moved = EvaluationRun.objects.filter(
+        pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]
+    ).update(status=RunStatus.CANCELLING)
+    if not moved:
+        raise RunActionError("only a queued or running run can be cancelled")
+    from benchmark.evaluation.engine import run_finish_if_complete
+
+    run_finish_if_complete(run_id=run_id)
+
+
+def run_resume(*, run_id: int) -> int:
+    """Re-enqueue every unit that is not done (pending, and running ones whose worker may have
+    died: a unit still legitimately running keeps its lease and is not run twice)."""
+    run = EvaluationRun.objects.get(pk=run_id)
+    if run.status == RunStatus.QUEUED:
+        return run_launch(run_id=run_id)
+    moved = EvaluationRun.objects.filter(
+        pk=run_id,
+        status__in=[
+            RunStatus.CANCELLING,
+            RunStatus.CANCELLED,
+            RunStatus.DONE,
+            RunStatus.FAILED,
+            RunStatus.RUNNING,
+        ],
+    ).update(status=RunStatus.RUNNING, finished_at=None)
+    if not moved:
+        raise RunActionError("this run cannot be resumed")
+    run_units_create(run=run)
+    unit_ids = list(
+        EvaluationUnit.objects.filter(
+            run_id=run_id, state__in=[UnitState.PENDING, UnitState.RUNNING]
+        ).values_list("id", flat=True)
+    )
+    _enqueue(unit_ids)
+    if not unit_ids:
+        from benchmark.evaluation.engine import run_finish_if_complete
+
+        run_finish_if_complete(run_id=run_id)
+    return len(unit_ids)
+
+
+def run_retry_errors(*, run_id: int) -> int:
+    """Errored units back to pending, and enqueued again."""
+    with transaction.atomic():
+        ids = list(
+            EvaluationUnit.objects.select_for_update()
+            .filter(run_id=run_id, state=UnitState.ERROR)
+            .values_list("id", flat=True)
+        )
+        EvaluationUnit.objects.filter(id__in=ids).update(
+            state=UnitState.PENDING, error="", claim_token="", claimed_at=None
+        )
+        EvaluationRun.objects.filter(pk=run_id).exclude(status=RunStatus.RUNNING).update(
+            status=RunStatus.RUNNING, finished_at=None
+        )
+    transaction.on_commit(lambda: _enqueue(ids))
+    return len(ids)
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    total: int
+    by_state: dict[str, int]
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: Decimal
+    eta_s: float | None
+    latest_errors: list[tuple[int, str]]
+
+    @property
+    def finished(self) -> int:
+        return sum(self.by_state.get(s, 0) for s in (UnitState.DONE, UnitState.ERROR))
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.finished / self.total if self.total else 0.0
+
+
+def run_progress(*, run: EvaluationRun) -> RunProgress:
+    """Units by state, tokens and cost so far, an ETA from the pace so far (a few queries)."""
+    by_state = dict(
+        run.units.values_list("state").annotate(n=Count("id")).values_list("state", "n")
+    )
+    total = sum(by_state.values())
+    calls = ProviderCall.objects.filter(run=run, ok=True).aggregate(
+        n=Count("id"),
+        inp=Sum("input_tokens"),
+        out=Sum("output_tokens"),
+        cost=Sum("cost_usd"),
+    )
+    finished = by_state.get(UnitState.DONE, 0) + by_state.get(UnitState.ERROR, 0)
+    eta = None
+    remaining = by_state.get(UnitState.PENDING, 0) + by_state.get(UnitState.RUNNING, 0)
+    if run.status == RunStatus.RUNNING and run.started_at and finished and remaining:
+        last = run.units.filter(~Q(finished_at=None)).aggregate(t=Max("finished_at"))["t"]
+        elapsed = ((last or timezone.now()) - run.started_at) / timedelta(seconds=1)
+        eta = elapsed / finished * remaining
+    errors = list(
+        run.units.filter(state=UnitState.ERROR)
+        .order_by("-finished_at")
+        .values_list("id", "error")[:5]
+    )
+    return RunProgress(
+        total=total,
+        by_state=by_state,
+        calls=calls["n"] or 0,
+        input_tokens=calls["inp"] or 0,
+        output_tokens=calls["out"] or 0,
+        cost_usd=calls["cost"] or Decimal(0),
+        eta_s=eta,
+        latest_errors=errors,
+    )

@@ -1,0 +1,102 @@
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from benchmark.evaluation import runs
+from benchmark.models import Dialogue, DialogueStatus, EvaluationRun, ModelEndpoint, RunStatus
+
+FINAL = {RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED}
+
+
+class Command(BaseCommand):
+    help = (
+        "Create and launch an evaluation run: every trigger of the chosen dialogues x models x "
+        "conditions x samples, judged by every judge. Units run on the Celery workers; this "
+        "command shows a progress bar until the run ends (or returns at once with --no-wait)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--models", required=True, help="comma-separated endpoint names")
+        parser.add_argument(
+            "--judges", required=True, help="comma-separated endpoint names; the first is primary"
+        )
+        parser.add_argument("--conditions", default="vanilla", help="vanilla,rubric_injected")
+        parser.add_argument("--samples", type=int, default=1)
+        parser.add_argument(
+            "--dialogues",
+            default="accepted",
+            help="'accepted' (default), 'all', or comma-separated unique_id_eval values",
+        )
+        parser.add_argument("--no-cache", action="store_true", help="fresh sampling")
+        parser.add_argument("--no-wait", action="store_true")
+        parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run instead")
+
+    def _endpoints(self, names: str) -> list[ModelEndpoint]:
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        found = {e.name: e for e in ModelEndpoint.objects.filter(name__in=wanted)}
+        unknown = [n for n in wanted if n not in found]
+        if unknown:
+            raise CommandError(f"Unknown endpoint(s): {', '.join(unknown)}")
+        return [found[n] for n in wanted]
+
+    def handle(self, *args, **o):
+        if o["resume"]:
+            run = EvaluationRun.objects.filter(pk=o["resume"]).first()
+            if run is None:
+                raise CommandError(f"No run with id {o['resume']}")
+            runs.run_resume(run_id=run.pk)
+        else:
+            if o["dialogues"] == "accepted":
+                dialogues = Dialogue.objects.filter(status=DialogueStatus.ACCEPTED)
+            elif o["dialogues"] == "all":
+                dialogues = Dialogue.objects.all()
+            else:
+                ids = [d.strip() for d in o["dialogues"].split(",")]
+                dialogues = Dialogue.objects.filter(unique_id_eval__in=ids)
+                if dialogues.count() != len(set(ids)):
+                    raise CommandError("Some dialogues were not found")
+            if not dialogues.exists():
+                raise CommandError("No dialogues selected (none accepted yet? use --dialogues all)")
+            judges = self._endpoints(o["judges"])
+            try:
+                run = runs.run_create(
+                    name=o["name"],
+                    endpoints=self._endpoints(o["models"]),
+                    judges=judges,
+                    dialogues=dialogues,
+                    conditions=o["conditions"].split(","),
+                    samples=o["samples"],
+                    use_cache=not o["no_cache"],
+                )
+            except runs.RunActionError as exc:
+                raise CommandError(str(exc)) from None
+            from benchmark.tasks import launch_run
+
+            launch_run.delay(run.pk)
+        self.stdout.write(f"Run {run.pk} launched.")
+        if o["no_wait"]:
+            return
+        self._watch(run)
+
+    def _watch(self, run: EvaluationRun) -> None:
+        with tqdm(desc=f"run {run.pk}", unit="unit") as bar:
+            while True:
+                run.refresh_from_db()
+                progress = runs.run_progress(run=run)
+                bar.total = progress.total or None
+                bar.n = progress.finished
+                bar.set_postfix(
+                    errors=progress.by_state.get("error", 0),
+                    calls=progress.calls,
+                    cost=f"${progress.cost_usd:.4f}",
+                )
+                bar.refresh()
+                if run.status in FINAL:
+                    break
+                time.sleep(1)
+        self.stdout.write(
+            f"Run {run.pk} {run.status}: {progress.by_state} calls={progress.calls} "
+            f"cost=${progress.cost_usd:.4f}"
+        )

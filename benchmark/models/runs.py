@@ -1,0 +1,307 @@
+"""Evaluation runs: models under test replying at trigger turns, judges scoring the replies,
+and the accounting of every paid call.
+
+A run fans out to one ``EvaluationUnit`` per trigger × model × condition × sample. Each unit is a
+row with a unique key and a small state machine (pending → running → done / error), so a task
+that is delivered twice, or a worker killed mid-call, can never produce two results; the
+``ResponseCacheEntry`` table means a retried or resumed unit never pays twice for a call that
+already completed.
+"""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from benchmark.models.corpus import ModelEndpoint, Trigger
+
+
+class ModelPrice(models.Model):
+    """Price of a model's tokens, so every call has a cost (editable in the admin)."""
+
+    model_name = models.CharField(
+        max_length=200, unique=True, help_text="Matches ModelEndpoint.model_name."
+    )
+    input_usd_per_mtok = models.DecimalField(
+        max_digits=10, decimal_places=4, help_text="USD per million input tokens."
+    )
+    output_usd_per_mtok = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        help_text="USD per million output tokens (reasoning tokens are billed as output).",
+    )
+
+    class Meta:
+        ordering = ["model_name"]
+
+    def __str__(self) -> str:
+        return self.model_name
+
+    def cost(self, *, input_tokens: int, output_tokens: int, reasoning_tokens: int) -> Decimal:
+        million = Decimal(1_000_000)
+        return (
+            Decimal(input_tokens) * self.input_usd_per_mtok
+            + Decimal(output_tokens + reasoning_tokens) * self.output_usd_per_mtok
+        ) / million
+
+
+class Condition(models.TextChoices):
+    VANILLA = "vanilla", "Vanilla"
+    RUBRIC_INJECTED = "rubric_injected", "Rubric-injected"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    CANCELLING = "cancelling", "Cancelling"
+    CANCELLED = "cancelled", "Cancelled"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class RunSource(models.TextChoices):
+    PIPELINE = "pipeline", "Run here"
+    IMPORTED = "imported", "Imported results"
+
+
+class EvaluationRun(models.Model):
+    name = models.CharField(max_length=200)
+    source = models.CharField(max_length=10, choices=RunSource.choices, default=RunSource.PIPELINE)
+    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    dialogues = models.ManyToManyField(
+        "benchmark.Dialogue",
+        blank=True,
+        related_name="runs",
+        help_text="Dialogues whose triggers are evaluated (default: the accepted ones).",
+    )
+    endpoints = models.ManyToManyField(
+        ModelEndpoint, related_name="evaluated_in", help_text="Models under test."
+    )
+    judges = models.ManyToManyField(
+        ModelEndpoint,
+        blank=True,
+        related_name="judging_in",
+        help_text="Every judge scores every reply.",
+    )
+    primary_judge = models.ForeignKey(
+        ModelEndpoint,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Whose verdict is the default for statistics (one of the judges).",
+    )
+    conditions = models.JSONField(default=list, help_text='e.g. ["vanilla", "rubric_injected"].')
+    samples = models.PositiveSmallIntegerField(default=1, help_text="Replies per trigger.")
+    use_cache = models.BooleanField(
+        default=True, help_text="Reuse earlier identical calls; off = fresh sampling."
+    )
+    lease_seconds = models.PositiveIntegerField(
+        default=900,
+        help_text="A unit claimed longer ago than this may be reclaimed (its worker died).",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class UnitState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    ERROR = "error", "Error"
+    MISSING = "missing", "Missing (imported results had no row)"
+
+
+class EvaluationUnit(models.Model):
+    """One reply of one model, at one trigger, in one condition and sample — and its judging."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="units")
+    trigger = models.ForeignKey(Trigger, on_delete=models.PROTECT, related_name="units")
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="units")
+    condition = models.CharField(max_length=16, choices=Condition.choices)
+    sample_index = models.PositiveSmallIntegerField(default=0)
+    state = models.CharField(max_length=8, choices=UnitState.choices, default=UnitState.PENDING)
+    claim_token = models.CharField(max_length=32, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    reply = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    latency_s = models.FloatField(default=0)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker claimed it.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    extra = models.JSONField(default=dict, blank=True, help_text="Imported fields kept verbatim.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "trigger", "endpoint", "condition", "sample_index"],
+                name="unit_unique_key",
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "state"])]
+
+    def __str__(self) -> str:
+        return f"unit {self.pk} ({self.state})"
+
+
+class Verdict(models.TextChoices):
+    PASS = "PASS", "Pass"
+    PARTIAL = "PARTIAL", "Partial"
+    FAIL = "FAIL", "Fail"
+
+
+VERDICT_SCORES = {Verdict.PASS: 1.0, Verdict.PARTIAL: 0.5, Verdict.FAIL: 0.0}
+
+
+class JudgmentState(models.TextChoices):
+    DONE = "done", "Done"
+    JUDGE_ERROR = "judge_error", "Judge error"
+
+
+class EvidenceStatus(models.TextChoices):
+    EXACT = "exact", "Verbatim in the reply"
+    CLOSE = "close", "Close (some fragments condensed)"
+    NOT_FOUND = "not_found", "Not found in the reply"
+    NONE = "none", "No evidence given"
+
+
+class Judgment(models.Model):
+    """One judge's verdict on one unit's reply. Never a default score: a judge whose output
+    cannot be parsed or verified after k tries is a ``judge_error`` with its raw output kept."""
+
+    unit = models.ForeignKey(EvaluationUnit, on_delete=models.CASCADE, related_name="judgments")
+    judge = models.ForeignKey(
+        ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="judgments"
+    )
+    judge_name = models.CharField(
+        max_length=120, help_text="The judge as named (an endpoint's name, or as imported)."
+    )
+    state = models.CharField(max_length=12, choices=JudgmentState.choices)
+    verdict = models.CharField(max_length=8, choices=Verdict.choices, blank=True)
+    rationale = models.TextField(blank=True)
+    evidence = models.TextField(blank=True)
+    evidence_status = models.CharField(
+        max_length=10, choices=EvidenceStatus.choices, default=EvidenceStatus.NONE
+    )
+    evidence_found_share = models.FloatField(
+        null=True, blank=True, help_text="Share of evidence fragments found in the reply."
+    )
+    raw_output = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["unit", "judge_name"], name="judgment_unique_per_judge"
+            ),
+            models.CheckConstraint(
+                condition=Q(state="judge_error", verdict="") | (Q(state="done") & ~Q(verdict="")),
+                name="judgment_verdict_iff_done",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge_name}: {self.verdict or self.state}"
+
+
+class JudgeDisagreement(models.Model):
+    """A reply the judges scored differently: the adjudication queue's raw material."""
+
+    unit = models.OneToOneField(
+        EvaluationUnit, on_delete=models.CASCADE, related_name="disagreement"
+    )
+    verdicts = models.JSONField(help_text="judge name → verdict")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"disagreement on unit {self.unit_id}"
+
+
+class CallPurpose(models.TextChoices):
+    REPLY = "reply", "Model reply"
+    JUDGMENT = "judgment", "Judgment"
+    CURATION = "curation", "Curation"
+    CONNECTION_TEST = "test", "Connection test"
+
+
+class ProviderCall(models.Model):
+    """Every call that reached a provider (cache hits are not calls): tokens, latency, cost."""
+
+    run = models.ForeignKey(
+        EvaluationRun, null=True, blank=True, on_delete=models.CASCADE, related_name="calls"
+    )
+    unit = models.ForeignKey(
+        EvaluationUnit, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
+    )
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="calls")
+    purpose = models.CharField(max_length=10, choices=CallPurpose.choices)
+    cache_key = models.CharField(max_length=64, db_index=True)
+    ok = models.BooleanField(default=True)
+    error = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    latency_s = models.FloatField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    request_id = models.CharField(max_length=200, blank=True)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "ok"])]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} call to {self.endpoint_id}"
+
+
+class ResponseCacheEntry(models.Model):
+    """A completed call, by a hash of (endpoint, model, parameters, messages, sample index)."""
+
+    key = models.CharField(max_length=64, unique=True)
+    endpoint_name = models.CharField(max_length=80)
+    text = models.TextField()
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    latency_s = models.FloatField(default=0)
+    request_id = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class ResultRecordMeta(models.Model):
+    """Per (run, model, dialogue) keys of an imported results line that no other row holds
+    (token usage, source paths, unknown keys), kept so that an export gives them back."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="record_meta")
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="+")
+    dialogue = models.ForeignKey("benchmark.Dialogue", on_delete=models.PROTECT, related_name="+")
+    meta = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "endpoint", "dialogue"], name="result_meta_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} · {self.endpoint_id} · dialogue {self.dialogue_id}"
