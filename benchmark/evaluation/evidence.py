@@ -31,7 +31,9 @@ def normalise(text: str) -> str:
 
 
 def _loose(text: str) -> str:
-    return _SPACE.sub(" ", _MARKUP.sub(" ", text.translate(_QUOTES))).strip().lower()
+    """Also without Markdown markup, list markers, quote marks and case."""
+    text = _MARKUP.sub(" ", text.translate(_QUOTES)).replace('"', "").replace("'", "")
+    return _SPACE.sub(" ", text).strip().lower()
 
 
 def quote_in_reply(quote: str, reply: str) -> bool:

@@ -223,3 +223,20 @@ class ModelEndpointAdmin(admin.ModelAdmin):
     list_filter = ("provider", "is_active")
     search_fields = ("name", "display_name", "model_name")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    actions = ["test_connection"]
+
+    @admin.action(description="Test connection")
+    def test_connection(self, request, queryset):
+        """One tiny call per endpoint; the message says what answered and how fast."""
+        from benchmark.providers.base import ProviderError
+        from benchmark.providers.factory import test_connection
+
+        for endpoint in queryset:
+            try:
+                result = test_connection(endpoint)
+            except ProviderError as exc:
+                messages.error(request, f"{endpoint}: {exc}")
+            else:
+                messages.success(
+                    request, f"{endpoint}: answered {result.text[:40]!r} in {result.latency_s:.2f}s"
+                )

@@ -1,0 +1,3 @@
+"""Django admin for the benchmark app, by topic: the corpus, and model runs."""
+
+from benchmark.admin import corpus, runs  # noqa: F401  (registration happens on import)

@@ -1,0 +1,247 @@
+"""Admin for model runs: launch, watch (live progress), cancel, resume, retry errors; endpoint
+connection tests; prices; and read-only views of units, judgments, calls and the cache."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils.html import format_html
+
+from benchmark.evaluation import runs as run_service
+from benchmark.models import (
+    Condition,
+    EvaluationRun,
+    EvaluationUnit,
+    JudgeDisagreement,
+    Judgment,
+    ModelPrice,
+    ProviderCall,
+    ResponseCacheEntry,
+    RunStatus,
+)
+
+
+def _enqueue_after_commit(task, run_id: int) -> None:
+    transaction.on_commit(lambda: task.delay(run_id))
+
+
+class EvaluationRunForm(forms.ModelForm):
+    conditions = forms.MultipleChoiceField(
+        choices=Condition.choices,
+        initial=[Condition.VANILLA],
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    class Meta:
+        model = EvaluationRun
+        fields = [
+            "name",
+            "dialogues",
+            "endpoints",
+            "judges",
+            "primary_judge",
+            "conditions",
+            "samples",
+            "use_cache",
+            "lease_seconds",
+            "notes",
+        ]
+
+    def clean(self):
+        data = super().clean()
+        judges, primary = data.get("judges"), data.get("primary_judge")
+        if primary and judges is not None and primary not in judges:
+            self.add_error("primary_judge", "The primary judge must be one of the judges.")
+        return data
+
+
+@admin.register(EvaluationRun)
+class EvaluationRunAdmin(admin.ModelAdmin):
+    form = EvaluationRunForm
+    list_display = ("name", "source", "status", "progress_bar", "created_at", "created_by")
+    list_filter = ("status", "source")
+    search_fields = ("name", "notes")
+    filter_horizontal = ("dialogues", "endpoints", "judges")
+    actions = ["launch_runs", "cancel_runs", "resume_runs", "retry_errors"]
+    change_form_template = "admin/benchmark/evaluationrun/change_form.html"
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.status != RunStatus.QUEUED:
+            # A run's definition is frozen once it has started: results must match it.
+            return (
+                "name",
+                "dialogues",
+                "endpoints",
+                "judges",
+                "primary_judge",
+                "conditions",
+                "samples",
+                "use_cache",
+                "source",
+                "status",
+            )
+        return ("source", "status")
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="progress")
+    def progress_bar(self, obj: EvaluationRun) -> str:
+        progress = run_service.run_progress(run=obj)
+        return format_html(
+            '<progress max="{}" value="{}"></progress> {} / {}',
+            progress.total or 1,
+            progress.finished,
+            progress.finished,
+            progress.total,
+        )
+
+    # --- actions (all enqueue after commit: the request never waits for the work) ----------
+
+    @admin.action(description="Launch selected runs")
+    def launch_runs(self, request, queryset):
+        from benchmark.tasks import launch_run
+
+        launched = 0
+        for run in queryset.filter(status=RunStatus.QUEUED):
+            _enqueue_after_commit(launch_run, run.pk)
+            launched += 1
+        messages.info(request, f"Launching {launched} run(s); progress updates live.")
+
+    @admin.action(description="Cancel selected runs")
+    def cancel_runs(self, request, queryset):
+        for run in queryset:
+            try:
+                run_service.run_cancel(run_id=run.pk)
+            except run_service.RunActionError as exc:
+                messages.warning(request, f"{run}: {exc}")
+            else:
+                messages.info(request, f"{run}: cancelling — no new calls are made.")
+
+    @admin.action(description="Resume selected runs")
+    def resume_runs(self, request, queryset):
+        from benchmark.tasks import resume_run
+
+        for run in queryset:
+            _enqueue_after_commit(resume_run, run.pk)
+        messages.info(request, f"Resuming {queryset.count()} run(s).")
+
+    @admin.action(description="Retry errored units")
+    def retry_errors(self, request, queryset):
+        total = sum(run_service.run_retry_errors(run_id=run.pk) for run in queryset)
+        messages.info(request, f"{total} errored unit(s) re-enqueued.")
+
+    # --- live progress ---------------------------------------------------------------------
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:run_id>/progress/",
+                self.admin_site.admin_view(self.progress_view),
+                name="benchmark_evaluationrun_progress",
+            ),
+            path(
+                "<int:run_id>/do/<str:action>/",
+                self.admin_site.admin_view(self.action_view),
+                name="benchmark_evaluationrun_action",
+            ),
+            *super().get_urls(),
+        ]
+
+    def progress_view(self, request: HttpRequest, run_id: int) -> HttpResponse:
+        run = get_object_or_404(EvaluationRun, pk=run_id)
+        return TemplateResponse(
+            request,
+            "admin/benchmark/evaluationrun/progress.html",
+            {"run": run, "progress": run_service.run_progress(run=run)},
+        )
+
+    def action_view(self, request: HttpRequest, run_id: int, action: str) -> HttpResponse:
+        """The Launch / Cancel / Resume / Retry errors buttons on a run's page (POST only)."""
+        if request.method != "POST" or not self.has_change_permission(request):
+            return redirect("admin:benchmark_evaluationrun_change", run_id)
+        queryset = EvaluationRun.objects.filter(pk=run_id)
+        handlers = {
+            "launch": self.launch_runs,
+            "cancel": self.cancel_runs,
+            "resume": self.resume_runs,
+            "retry": self.retry_errors,
+        }
+        if action in handlers:
+            handlers[action](request, queryset)
+        return redirect("admin:benchmark_evaluationrun_change", run_id)
+
+
+@admin.register(EvaluationUnit)
+class EvaluationUnitAdmin(admin.ModelAdmin):
+    list_display = ("id", "run", "endpoint", "condition", "trigger", "state", "attempts")
+    list_filter = ("state", "condition", "run", "endpoint")
+    search_fields = ("trigger__turn__dialogue__unique_id_eval", "reply", "error")
+    list_select_related = ("run", "endpoint", "trigger__turn__dialogue")
+    raw_id_fields = ("run", "trigger", "endpoint")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(Judgment)
+class JudgmentAdmin(admin.ModelAdmin):
+    list_display = ("id", "unit", "judge_name", "state", "verdict", "evidence_status")
+    list_filter = ("state", "verdict", "evidence_status", "judge_name")
+    search_fields = ("rationale", "evidence", "raw_output")
+    raw_id_fields = ("unit", "judge")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(JudgeDisagreement)
+class JudgeDisagreementAdmin(admin.ModelAdmin):
+    list_display = ("unit", "verdicts", "created_at")
+    raw_id_fields = ("unit",)
+    search_fields = ("unit__trigger__turn__dialogue__unique_id_eval",)
+
+
+@admin.register(ProviderCall)
+class ProviderCallAdmin(admin.ModelAdmin):
+    list_display = (
+        "created_at",
+        "endpoint",
+        "purpose",
+        "ok",
+        "input_tokens",
+        "output_tokens",
+        "latency_s",
+        "attempts",
+        "cost_usd",
+    )
+    list_filter = ("purpose", "ok", "endpoint")
+    search_fields = ("request_id", "cache_key", "error")
+    raw_id_fields = ("run", "unit", "endpoint")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ResponseCacheEntry)
+class ResponseCacheEntryAdmin(admin.ModelAdmin):
+    list_display = ("key", "endpoint_name", "input_tokens", "output_tokens", "created_at")
+    search_fields = ("key", "endpoint_name", "request_id")
+    list_filter = ("endpoint_name",)
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    list_display = ("model_name", "input_usd_per_mtok", "output_usd_per_mtok")
+    search_fields = ("model_name",)

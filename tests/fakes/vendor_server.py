@@ -1,0 +1,600 @@
+"""A real local HTTP server that speaks the OpenAI and Anthropic wire formats, with scriptable faults.
+
+Why a server and not mocks: retries, timeouts, Retry-After parsing, connection pooling and error
+mapping live in the vendor SDKs and in our providers *together*; only real HTTP exercises both.
+
+Two routes, one per wire format:
+
+- ``POST /v1/chat/completions`` — OpenAI Chat Completions (any OpenAI-compatible server looks
+  like this); request id in the ``x-request-id`` header.
+- ``POST /v1/messages`` — Anthropic Messages; request id in the ``request-id`` header.
+
+Behaviour is scriptable: a reply function (request JSON → text), a FIFO of ``Fault``s applied to
+the next requests, a fixed latency, seeded probabilistic faults (``FaultRates``) for fault
+campaigns, and a gate that holds every response until the test opens it. Every request is logged
+(``LoggedRequest``) with its body, a hash of (model, messages, params), the status returned and
+whether the response was written in full or the client had already gone.
+
+In-process use (tests)::
+
+    with FakeVendorServer() as server:
+        server.script(Fault.rate_limited(retry_after_s=2), Fault.server_error())
+        client = openai.OpenAI(base_url=server.openai_base_url, api_key="k", max_retries=0)
+
+As a separate process (benchmarks; GET /_fake/stats and /_fake/log report what it served)::
+
+    python -m tests.fakes.vendor_server --port 8765 --latency-ms 200 --rate-429 0.02 --seed 7
+
+It is deliberately CPU-light (no access log, one JSON parse and one hash per request) because a
+benchmark drives ~20,000 requests at 64 concurrency through it on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import itertools
+import json
+import random
+import signal
+import socket
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Self
+
+from aiohttp import web
+
+Api = Literal["openai", "anthropic"]
+Outcome = Literal["pending", "completed", "aborted", "dropped"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the fake model answers. ``text=None`` produces an empty reply (null content in the
+    OpenAI format, no content blocks in the Anthropic one)."""
+
+    text: str | None
+    reasoning_tokens: int = 0
+    finish_reason: str = "stop"
+    """In OpenAI's vocabulary ("stop", "length", "content_filter"); mapped for Anthropic."""
+
+
+ReplyFn = Callable[[dict[str, Any]], "str | Reply"]
+
+
+def echo_reply(body: dict[str, Any]) -> str:
+    """Deterministic default: echo the last message, so a test can tell requests apart."""
+    messages = body.get("messages") or [{}]
+    content = messages[-1].get("content", "")
+    if isinstance(content, list):  # Anthropic content blocks
+        content = " ".join(block.get("text", "") for block in content if isinstance(block, dict))
+    return f"echo: {content}"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scripted misbehaviour, applied to one request. Build with the class methods."""
+
+    kind: Literal["status", "slow", "malformed", "disconnect"]
+    status: int = 200
+    message: str = ""
+    retry_after: str | None = None
+    """Value of the ``Retry-After`` header (seconds), if any."""
+    retry_after_ms: str | None = None
+    """Value of the non-standard ``retry-after-ms`` header, if any."""
+    delay_s: float = 0.0
+
+    @classmethod
+    def rate_limited(
+        cls, *, retry_after_s: float | None = 1.0, retry_after_ms: int | None = None
+    ) -> Fault:
+        return cls(
+            "status",
+            status=429,
+            message="Rate limit reached for requests. Please try again later.",
+            retry_after=None if retry_after_s is None else f"{retry_after_s:g}",
+            retry_after_ms=None if retry_after_ms is None else str(retry_after_ms),
+        )
+
+    @classmethod
+    def server_error(cls, status: int = 500) -> Fault:
+        return cls(
+            "status", status=status, message="The server had an error processing your request."
+        )
+
+    @classmethod
+    def bad_request(cls, message: str = "Invalid value for 'temperature'.") -> Fault:
+        return cls("status", status=400, message=message)
+
+    @classmethod
+    def unauthorized(cls) -> Fault:
+        """Like the real APIs, the message quotes the key the client presented — which is why
+        providers must scrub keys from error messages."""
+        return cls("status", status=401, message="Incorrect API key provided: {api_key}.")
+
+    @classmethod
+    def slow(cls, delay_s: float) -> Fault:
+        """Answer normally, but only after ``delay_s`` (longer than the client's timeout)."""
+        return cls("slow", delay_s=delay_s)
+
+    @classmethod
+    def malformed(cls) -> Fault:
+        """HTTP 200 with a JSON content type and a truncated JSON body."""
+        return cls("malformed")
+
+    @classmethod
+    def disconnect(cls) -> Fault:
+        """Close the connection without answering (a connection error for the client)."""
+        return cls("disconnect")
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """Probabilistic faults for fault campaigns, drawn from ``random.Random(seed)`` so a campaign
+    is repeatable. Scripted faults take precedence."""
+
+    rate_429: float = 0.0
+    rate_500: float = 0.0
+    rate_timeout: float = 0.0
+    timeout_delay_s: float = 30.0
+    retry_after_s: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class LoggedRequest:
+    seq: int
+    api: Api
+    body: Any
+    """The parsed JSON body, or None if it was not JSON."""
+    headers: dict[str, str]
+    request_hash: str
+    status: int | None = None
+    outcome: Outcome = "pending"
+    """"completed": written in full; "aborted": the client was gone (e.g. after its timeout);
+    "dropped": the server closed the connection on purpose (``Fault.disconnect``)."""
+
+
+def request_hash(body: Any) -> str:
+    """Hash of (model, messages, params) where params is every other top-level key — the same
+    call sent twice hashes the same, whichever client sent it."""
+    if not isinstance(body, dict):
+        return hashlib.sha256(repr(body).encode()).hexdigest()
+    params = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    identity = {"model": body.get("model"), "messages": body.get("messages"), "params": params}
+    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _words(value: Any) -> int:
+    """Whitespace word count of every string inside ``value``: a cheap stand-in for tokens."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, dict):
+        return sum(_words(v) for k, v in value.items() if k in ("content", "text"))
+    if isinstance(value, list):
+        return sum(_words(v) for v in value)
+    return 0
+
+
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+_OPENAI_ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+_ANTHROPIC_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
+
+
+class FakeVendorServer:
+    """See the module docstring. Thread-safe: tests read the log and open the gate from their
+    own threads while the server's event loop runs in a background thread."""
+
+    def __init__(
+        self,
+        *,
+        reply: ReplyFn = echo_reply,
+        latency_s: float = 0.0,
+        fault_rates: FaultRates | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.reply = reply
+        self.latency_s = latency_s
+        self.fault_rates = fault_rates or FaultRates()
+        self._rng = random.Random(self.fault_rates.seed)
+        self._host, self._requested_port = host, port
+        self.port = 0
+        self._faults: deque[Fault] = deque()
+        self._log: list[LoggedRequest] = []
+        self._log_changed = threading.Condition()
+        self._seq = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._gate: asyncio.Event | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+
+    # --- Lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """What to pass as ``base_url`` to ``openai.OpenAI`` (it appends /chat/completions)."""
+        return f"{self.base_url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """What to pass as ``base_url`` to ``anthropic.Anthropic`` (it appends /v1/messages)."""
+        return self.base_url
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(target=self._run_loop, name="fake-vendor", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("FakeVendorServer did not start within 10 s")
+        if self._startup_error is not None:
+            raise RuntimeError("FakeVendorServer failed to start") from self._startup_error
+        return self
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        # Release held responses first, so shutdown does not wait on a closed gate.
+        loop.call_soon_threadsafe(self._set_gate, True)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        self._loop = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _run_loop(self) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._start_site())
+        except BaseException as exc:  # reported to start() in the caller's thread
+            self._startup_error = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            assert self._runner is not None
+            loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+    async def _start_site(self) -> None:
+        self._gate = asyncio.Event()
+        self._gate.set()
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._handle_openai)
+        app.router.add_post("/v1/messages", self._handle_anthropic)
+        app.router.add_get("/_fake/stats", self._handle_stats)
+        app.router.add_get("/_fake/log", self._handle_log)
+        # No access log and a short shutdown: both matter at benchmark volume and in test teardown.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, self._requested_port))
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock, backlog=1024).start()
+
+    # --- Scripting --------------------------------------------------------------------------------
+
+    def script(self, *faults: Fault) -> None:
+        """Queue faults for the next ``len(faults)`` requests, in order (either API)."""
+        with self._log_changed:
+            self._faults.extend(faults)
+
+    def close_gate(self) -> None:
+        """Hold every response (already received or not) until ``open_gate``."""
+        self._call_in_loop(self._set_gate, False)
+
+    def open_gate(self) -> None:
+        self._call_in_loop(self._set_gate, True)
+
+    def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._loop is None:
+            raise RuntimeError("the server is not running")
+        done = threading.Event()
+
+        def call() -> None:
+            fn(*args)
+            done.set()
+
+        self._loop.call_soon_threadsafe(call)
+        done.wait(5)
+
+    def _set_gate(self, is_open: bool) -> None:
+        if self._gate is not None:
+            self._gate.set() if is_open else self._gate.clear()
+
+    def _next_fault(self) -> Fault | None:
+        with self._log_changed:
+            if self._faults:
+                return self._faults.popleft()
+        rates = self.fault_rates
+        if not (rates.rate_429 or rates.rate_500 or rates.rate_timeout):
+            return None
+        draw = self._rng.random()  # only ever called on the loop thread
+        if draw < rates.rate_429:
+            return Fault.rate_limited(retry_after_s=rates.retry_after_s)
+        if draw < rates.rate_429 + rates.rate_500:
+            return Fault.server_error()
+        if draw < rates.rate_429 + rates.rate_500 + rates.rate_timeout:
+            return Fault.slow(rates.timeout_delay_s)
+        return None
+
+    # --- The log ----------------------------------------------------------------------------------
+
+    def requests(self) -> list[LoggedRequest]:
+        """A snapshot (copies) of every request received so far, in arrival order."""
+        with self._log_changed:
+            return [dataclasses.replace(entry) for entry in self._log]
+
+    def wait_for(
+        self, predicate: Callable[[list[LoggedRequest]], bool], *, timeout_s: float = 5.0
+    ) -> list[LoggedRequest]:
+        """Block until ``predicate(log)`` holds (e.g. N requests are held at the gate)."""
+        deadline = time.monotonic() + timeout_s
+        with self._log_changed:
+            while not predicate(self._log):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"the server log did not reach the state in {timeout_s} s")
+                self._log_changed.wait(remaining)
+            return [dataclasses.replace(entry) for entry in self._log]
+
+    def _record(self, entry: LoggedRequest, **changes: Any) -> None:
+        with self._log_changed:
+            for name, value in changes.items():
+                setattr(entry, name, value)
+            self._log_changed.notify_all()
+
+    # --- Handlers ---------------------------------------------------------------------------------
+
+    async def _handle_openai(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, "openai")
+
+    async def _handle_anthropic(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, "anthropic")
+
+    async def _handle(self, request: web.Request, api: Api) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        entry = LoggedRequest(
+            seq=next(self._seq),
+            api=api,
+            body=body,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            request_hash=request_hash(body),
+        )
+        with self._log_changed:
+            self._log.append(entry)
+            self._log_changed.notify_all()
+        try:
+            return await self._respond(request, api, entry, body)
+        finally:
+            if entry.outcome == "pending":  # cancelled (server shutdown) before answering
+                self._record(entry, outcome="aborted")
+
+    async def _respond(
+        self, request: web.Request, api: Api, entry: LoggedRequest, body: Any
+    ) -> web.StreamResponse:
+        fault = self._next_fault()
+        delay = self.latency_s + (fault.delay_s if fault else 0.0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        assert self._gate is not None
+        await self._gate.wait()
+
+        headers: dict[str, str] = {}
+        if fault is not None and fault.kind == "disconnect":
+            if request.transport is not None:
+                request.transport.close()
+            self._record(entry, outcome="dropped")
+            return web.Response(status=500)  # never reaches the client: the socket is closed
+        if fault is not None and fault.kind == "malformed":
+            status, payload = 200, b'{"id": "broken", "choices": [{"index": 0, "mess'
+        elif fault is not None and fault.kind == "status":
+            status = fault.status
+            message = fault.message.replace("{api_key}", _presented_key(request))
+            payload = _error_body(api, status, message)
+            if fault.retry_after is not None:
+                headers["retry-after"] = fault.retry_after
+            if fault.retry_after_ms is not None:
+                headers["retry-after-ms"] = fault.retry_after_ms
+        elif not isinstance(body, dict):
+            status, payload = 400, _error_body(api, 400, "We could not parse the JSON body.")
+        else:
+            reply = self.reply(body)
+            if isinstance(reply, str):
+                reply = Reply(reply)
+            status = 200
+            payload = (
+                _openai_reply(body, reply) if api == "openai" else _anthropic_reply(body, reply)
+            )
+        headers["x-request-id" if api == "openai" else "request-id"] = f"req_{entry.seq}"
+        return await self._write(request, entry, status, headers, payload)
+
+    async def _write(
+        self,
+        request: web.Request,
+        entry: LoggedRequest,
+        status: int,
+        headers: dict[str, str],
+        payload: bytes,
+    ) -> web.StreamResponse:
+        """Write the response ourselves so we know whether it reached a live connection."""
+        response = web.StreamResponse(status=status, headers=headers)
+        response.content_type = "application/json"
+        response.content_length = len(payload)
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            self._record(entry, status=status, outcome="aborted")
+            return response
+        try:
+            await response.prepare(request)
+            await response.write(payload)
+            await response.write_eof()
+        except ConnectionError:
+            self._record(entry, status=status, outcome="aborted")
+        else:
+            self._record(entry, status=status, outcome="completed")
+        return response
+
+    async def _handle_stats(self, request: web.Request) -> web.Response:
+        log = self.requests()
+        hashes = Counter(entry.request_hash for entry in log)
+        stats = {
+            "requests": len(log),
+            "by_status": dict(Counter(str(entry.status) for entry in log)),
+            "by_outcome": dict(Counter(entry.outcome for entry in log)),
+            "distinct_hashes": len(hashes),
+        }
+        return web.json_response(stats)
+
+    async def _handle_log(self, request: web.Request) -> web.Response:
+        rows = [
+            {
+                "seq": e.seq,
+                "api": e.api,
+                "request_hash": e.request_hash,
+                "status": e.status,
+                "outcome": e.outcome,
+            }
+            for e in self.requests()
+        ]
+        return web.json_response(rows)
+
+
+def _presented_key(request: web.Request) -> str:
+    bearer = request.headers.get("authorization", "")
+    return request.headers.get("x-api-key") or bearer.removeprefix("Bearer ").strip()
+
+
+def _error_body(api: Api, status: int, message: str) -> bytes:
+    if api == "anthropic":
+        error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+        return json.dumps(
+            {"type": "error", "error": {"type": error_type, "message": message}}
+        ).encode()
+    error_type, code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
+    return json.dumps(
+        {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    ).encode()
+
+
+def _openai_reply(body: dict[str, Any], reply: Reply) -> bytes:
+    prompt_tokens = _words(body.get("messages"))
+    completion_tokens = _words(reply.text or "") + reply.reasoning_tokens
+    return json.dumps(
+        {
+            "id": f"chatcmpl-{hashlib.md5(repr(body).encode(), usedforsecurity=False).hexdigest()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", ""),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
+            },
+        }
+    ).encode()
+
+
+def _anthropic_reply(body: dict[str, Any], reply: Reply) -> bytes:
+    content = [] if reply.text is None else [{"type": "text", "text": reply.text}]
+    return json.dumps(
+        {
+            "id": f"msg_{hashlib.md5(repr(body).encode(), usedforsecurity=False).hexdigest()}",
+            "type": "message",
+            "role": "assistant",
+            "content": content,
+            "model": body.get("model", ""),
+            "stop_reason": _ANTHROPIC_STOP_REASONS.get(reply.finish_reason, "end_turn"),
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": _words(body.get("messages")) + _words(body.get("system") or ""),
+                "output_tokens": _words(reply.text or "") + reply.reasoning_tokens,
+            },
+        }
+    ).encode()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Fake OpenAI/Anthropic server for benchmarks.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--rate-429", type=float, default=0.0)
+    parser.add_argument("--rate-500", type=float, default=0.0)
+    parser.add_argument("--rate-timeout", type=float, default=0.0)
+    parser.add_argument("--timeout-delay-ms", type=float, default=30_000.0)
+    parser.add_argument("--retry-after-s", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    rates = FaultRates(
+        rate_429=args.rate_429,
+        rate_500=args.rate_500,
+        rate_timeout=args.rate_timeout,
+        timeout_delay_s=args.timeout_delay_ms / 1000,
+        retry_after_s=args.retry_after_s,
+        seed=args.seed,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    server = FakeVendorServer(
+        latency_s=args.latency_ms / 1000, fault_rates=rates, host=args.host, port=args.port
+    )
+    with server:
+        # The line a benchmark harness waits for before sending traffic.
+        print(f"FakeVendorServer listening on {server.base_url}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    with contextlib.suppress(BrokenPipeError):
+        print(f"FakeVendorServer served {len(server.requests())} requests", flush=True)
+
+
+if __name__ == "__main__":
+    main()
