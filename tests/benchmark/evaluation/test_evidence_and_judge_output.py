@@ -46,7 +46,10 @@ def test_grading_reports_exact_close_and_missing_fragments():
     assert grade_evidence("", REPLY).status == "none"
 
 
-GOOD = '{"verdict": "PASS", "rationale": "Grounded in the install order.", "evidence": "Pack the projector stand last"}'
+GOOD = (
+    '{"verdict": "PASS", "rationale": "Grounded in the install order.", '
+    '"evidence": "Pack the projector stand last"}'
+)
 
 
 def test_judge_output_parses_plain_and_fenced_json():

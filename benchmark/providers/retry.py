@@ -1,0 +1,203 @@
+"""Retries for transient vendor failures, and the mapping of SDK exceptions to ``ProviderError``.
+
+Both SDKs are built with ``max_retries=0`` and retried here instead, so that every vendor gets one
+policy, attempts are counted and reported, the rate limiter is consulted before *every* attempt,
+and tests can inject ``sleep`` and ``rng``.
+
+Policy: exponential backoff with full jitter (sleep ``rng() * min(cap_s, base_s * 2**(n-1))``
+after attempt n; see "Exponential Backoff And Jitter", AWS Architecture Blog, 2015), but never
+less than the server's ``retry-after-ms`` / ``Retry-After``. Retried: 408, 429, 5xx, connection
+errors, timeouts, and ``ProviderError(retryable=True)`` raised by the attempt itself (e.g. a
+truncated body). Every other 4xx fails at once. Anything that is not a vendor failure (a bug)
+propagates unchanged — retrying a bug only hides it.
+
+Messages name the vendor, the status and the server's own message; API keys are scrubbed from
+them (real APIs quote the key they rejected), and the SDK exception is not chained, because its
+text and request headers can carry the key into a logged traceback.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import anthropic
+import openai
+
+from benchmark.providers.base import ProviderError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_STATUS_ERRORS = (openai.APIStatusError, anthropic.APIStatusError)
+_TIMEOUT_ERRORS = (openai.APITimeoutError, anthropic.APITimeoutError)
+_CONNECTION_ERRORS = (openai.APIConnectionError, anthropic.APIConnectionError)
+_VALIDATION_ERRORS = (openai.APIResponseValidationError, anthropic.APIResponseValidationError)
+
+# Key-shaped strings (OpenAI "sk-…", "sk-proj-…", Anthropic "sk-ant-…"), even partly masked.
+_KEY_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
+_MAX_SERVER_MESSAGE = 500
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed attempt, classified."""
+
+    message: str
+    status: int | None
+    retryable: bool
+    retry_after_s: float | None = None
+
+
+def is_retryable_status(status: int) -> bool:
+    """429 and 5xx are the vendors' "try again later"; 408 is a timeout reported as a status."""
+    return status in (408, 429) or status >= 500
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return _KEY_PATTERN.sub("[redacted]", text)
+
+
+def classify(exc: BaseException, *, vendor: str) -> Failure | None:
+    """What a failed attempt means, or None if ``exc`` is not a vendor failure (a bug)."""
+    if isinstance(exc, ProviderError):
+        return Failure(str(exc), exc.status, exc.retryable)
+    if isinstance(exc, _STATUS_ERRORS):
+        status = exc.status_code
+        detail = _server_message(exc)
+        request_id = exc.request_id
+        message = f"{vendor} returned HTTP {status}" + (f": {detail}" if detail else "")
+        if request_id:
+            message += f" (request id {request_id})"
+        return Failure(
+            message,
+            status,
+            is_retryable_status(status),
+            retry_after_s=parse_retry_after(exc.response.headers),
+        )
+    if isinstance(exc, _TIMEOUT_ERRORS):  # before _CONNECTION_ERRORS: a subclass of it
+        return Failure(f"{vendor} did not answer before the timeout", None, True)
+    if isinstance(exc, _CONNECTION_ERRORS):
+        cause = exc.__cause__
+        reason = f" ({type(cause).__name__}: {cause})" if cause else ""
+        return Failure(f"{vendor} could not be reached{reason}", None, True)
+    if isinstance(exc, _VALIDATION_ERRORS):
+        return Failure(f"{vendor} sent a response that does not fit its API schema", 200, True)
+    return None
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms`` (OpenAI, Anthropic), else
+    ``Retry-After`` as seconds or as an HTTP date (RFC 9110 §10.2.3)."""
+    if headers is None:
+        return None
+    try:
+        return max(0.0, float(headers.get("retry-after-ms")) / 1000)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def backoff_s(attempt: int, *, base_s: float, cap_s: float, rng: Callable[[], float]) -> float:
+    """Full jitter: uniformly random up to the capped exponential, so that many clients that
+    failed together do not retry together."""
+    return rng() * min(cap_s, base_s * 2 ** (attempt - 1))
+
+
+def call_with_retries(
+    fn: Callable[[int], T],
+    *,
+    max_attempts: int = 5,
+    base_s: float = 0.5,
+    cap_s: float = 30.0,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: Callable[[], float] = random.random,
+    vendor: str = "provider",
+    secrets: Iterable[str] = (),
+    max_retry_after_s: float = 300.0,
+) -> T:
+    """``fn(attempt)`` (attempt counts from 1) until it succeeds, fails for good, or
+    ``max_attempts`` are spent. Raises ``ProviderError`` with ``attempts`` set.
+
+    A server that asks for a wait longer than ``max_retry_after_s`` is not waited for: the error
+    is raised at once, still ``retryable``, so the caller can reschedule the whole unit instead of
+    holding a worker thread for minutes."""
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    secrets = tuple(secrets)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return fn(attempt)
+        except Exception as exc:
+            failure = classify(exc, vendor=vendor)
+            if failure is None:
+                raise
+            message = redact(failure.message, secrets)
+            wait_s = max(
+                backoff_s(attempt, base_s=base_s, cap_s=cap_s, rng=rng),
+                failure.retry_after_s or 0.0,
+            )
+            waiting_too_long = (failure.retry_after_s or 0.0) > max_retry_after_s
+            if not failure.retryable or attempt == max_attempts or waiting_too_long:
+                tries = "1 attempt" if attempt == 1 else f"{attempt} attempts"
+                if waiting_too_long:
+                    message += f"; it asked to retry after {failure.retry_after_s:.0f} s"
+                raise ProviderError(
+                    f"{message} [{tries}]",
+                    status=failure.status,
+                    retryable=failure.retryable,
+                    attempts=attempt,
+                ) from None
+            logger.info(
+                "attempt %d/%d failed, retrying in %.2f s: %s",
+                attempt,
+                max_attempts,
+                wait_s,
+                message,
+            )
+            sleep(wait_s)
+
+
+def malformed_body_error(vendor: str) -> ProviderError:
+    """A 200 whose JSON body does not parse: almost always a truncated transfer, so retryable."""
+    return ProviderError(f"{vendor} sent a malformed JSON body", status=200, retryable=True)
+
+
+def _server_message(exc: Any) -> str:
+    """The server's own error message: Anthropic's ``error.message``, OpenAI's ``error.message``
+    (the SDK unwraps ``error``), else the raw body (e.g. a proxy's HTML page), shortened."""
+    message = getattr(exc, "api_message", None)
+    body = exc.body
+    if not message and isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else None
+    if not message and isinstance(body, str):
+        message = body
+    message = " ".join(str(message or "").split())
+    if len(message) > _MAX_SERVER_MESSAGE:
+        message = message[:_MAX_SERVER_MESSAGE] + "…"
+    return message
