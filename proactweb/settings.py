@@ -135,8 +135,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
         ),
     }
-    # A file, not memory, so that a Celery worker started by a test sees the test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    # A file, not memory, so that a Celery worker started by a test can open the test database
+    # (the test passes its path on); one per test process, so two test runs never collide.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery --------------------------------------------------------------------------------
@@ -221,4 +222,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # One line per HTTP request to a model provider is noise at INFO; failures still show.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore")},
 }

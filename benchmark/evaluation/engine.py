@@ -207,7 +207,7 @@ def _owned(unit: EvaluationUnit, token: str):
 
 def _judge_one(ctx: CallContext, turns, judge: ModelEndpoint) -> None:
     unit = ctx.unit
-    rejected: tuple[str, str] | None = None
+    rejected: tuple[tuple[str, str], ...] = ()
     raw = ""
     for attempt in range(1, JUDGE_MAX_TRIES + 1):
         request = judge_request(unit, turns, judge, rejected=rejected)
@@ -215,7 +215,7 @@ def _judge_one(ctx: CallContext, turns, judge: ModelEndpoint) -> None:
         try:
             parsed = parse_judge_output(raw, reply=unit.reply)
         except JudgeOutputError as exc:
-            rejected = (raw, str(exc))
+            rejected = (*rejected, (raw, str(exc)))
             continue
         grade = grade_evidence(parsed.evidence, unit.reply)
         _save_judgment(
@@ -237,7 +237,7 @@ def _judge_one(ctx: CallContext, turns, judge: ModelEndpoint) -> None:
         state=JudgmentState.JUDGE_ERROR,
         raw_output=raw,
         attempts=JUDGE_MAX_TRIES,
-        error=f"unusable after {JUDGE_MAX_TRIES} tries: {rejected[1] if rejected else ''}",
+        error=f"unusable after {JUDGE_MAX_TRIES} tries: {rejected[-1][1] if rejected else ''}",
     )
 
 

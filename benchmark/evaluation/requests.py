@@ -65,9 +65,10 @@ def judge_request(
     turns: list[Turn],
     judge: ModelEndpoint,
     *,
-    rejected: tuple[str, str] | None = None,
+    rejected: tuple[tuple[str, str], ...] = (),
 ) -> ChatRequest:
-    """``rejected`` = (the judge's previous output, why it could not be used), to ask again."""
+    """``rejected``: the judge's earlier outputs on this reply and why each could not be used;
+    asking again continues that conversation, so every try is a distinct request."""
     trigger = unit.trigger
     prompt = load_prompt("judge").render(
         conversation=_transcript(conversation_until(trigger, turns)),
@@ -78,8 +79,7 @@ def judge_request(
         reply=unit.reply,
     )
     messages = [ChatMessage("user", prompt)]
-    if rejected:
-        previous, reason = rejected
+    for previous, reason in rejected:
         messages += [
             ChatMessage("assistant", previous),
             ChatMessage(

@@ -1,4 +1,4 @@
-"""A real local HTTP server that speaks the OpenAI and Anthropic wire formats, with scriptable faults.
+"""A real local HTTP server speaking the OpenAI and Anthropic wire formats, with scripted faults.
 
 Why a server and not mocks: retries, timeouts, Retry-After parsing, connection pooling and error
 mapping live in the vendor SDKs and in our providers *together*; only real HTTP exercises both.
@@ -59,10 +59,16 @@ class Reply:
     """What the fake model answers. ``text=None`` produces an empty reply (null content in the
     OpenAI format, no content blocks in the Anthropic one)."""
 
-    text: str | None
+    text: str | tuple[str, ...] | None
+    """A tuple becomes one Anthropic text block per part (joined for OpenAI)."""
     reasoning_tokens: int = 0
     finish_reason: str = "stop"
     """In OpenAI's vocabulary ("stop", "length", "content_filter"); mapped for Anthropic."""
+    thinking: str | None = None
+    """Anthropic only: a thinking block before the text blocks."""
+
+    def joined_text(self) -> str | None:
+        return "".join(self.text) if isinstance(self.text, tuple) else self.text
 
 
 ReplyFn = Callable[[dict[str, Any]], "str | Reply"]
@@ -246,6 +252,8 @@ class FakeVendorServer:
         return self.base_url
 
     def start(self) -> Self:
+        self._ready.clear()
+        self._startup_error = None
         self._thread = threading.Thread(target=self._run_loop, name="fake-vendor", daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -441,9 +449,8 @@ class FakeVendorServer:
             if isinstance(reply, str):
                 reply = Reply(reply)
             status = 200
-            payload = (
-                _openai_reply(body, reply) if api == "openai" else _anthropic_reply(body, reply)
-            )
+            build = _openai_reply if api == "openai" else _anthropic_reply
+            payload = build(body, reply, entry.seq)
         headers["x-request-id" if api == "openai" else "request-id"] = f"req_{entry.seq}"
         return await self._write(request, entry, status, headers, payload)
 
@@ -459,18 +466,21 @@ class FakeVendorServer:
         response = web.StreamResponse(status=status, headers=headers)
         response.content_type = "application/json"
         response.content_length = len(payload)
+        # The status is logged before writing: a client may read the log as soon as it has the
+        # response, before the outcome below is known (use ``wait_for`` to see outcomes).
+        self._record(entry, status=status)
         transport = request.transport
         if transport is None or transport.is_closing():
-            self._record(entry, status=status, outcome="aborted")
+            self._record(entry, outcome="aborted")
             return response
         try:
             await response.prepare(request)
             await response.write(payload)
             await response.write_eof()
         except ConnectionError:
-            self._record(entry, status=status, outcome="aborted")
+            self._record(entry, outcome="aborted")
         else:
-            self._record(entry, status=status, outcome="completed")
+            self._record(entry, outcome="completed")
         return response
 
     async def _handle_stats(self, request: web.Request) -> web.Response:
@@ -515,19 +525,20 @@ def _error_body(api: Api, status: int, message: str) -> bytes:
     ).encode()
 
 
-def _openai_reply(body: dict[str, Any], reply: Reply) -> bytes:
+def _openai_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
+    text = reply.joined_text()
     prompt_tokens = _words(body.get("messages"))
-    completion_tokens = _words(reply.text or "") + reply.reasoning_tokens
+    completion_tokens = _words(text or "") + reply.reasoning_tokens
     return json.dumps(
         {
-            "id": f"chatcmpl-{hashlib.md5(repr(body).encode(), usedforsecurity=False).hexdigest()}",
+            "id": f"chatcmpl-fake{seq}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", ""),
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
+                    "message": {"role": "assistant", "content": text, "refusal": None},
                     "logprobs": None,
                     "finish_reason": reply.finish_reason,
                 }
@@ -542,11 +553,15 @@ def _openai_reply(body: dict[str, Any], reply: Reply) -> bytes:
     ).encode()
 
 
-def _anthropic_reply(body: dict[str, Any], reply: Reply) -> bytes:
-    content = [] if reply.text is None else [{"type": "text", "text": reply.text}]
+def _anthropic_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
+    parts = (reply.text,) if isinstance(reply.text, str) else reply.text or ()
+    content: list[dict[str, str]] = [{"type": "text", "text": part} for part in parts]
+    if reply.thinking is not None:
+        thinking = {"type": "thinking", "thinking": reply.thinking, "signature": "fake"}
+        content.insert(0, thinking)
     return json.dumps(
         {
-            "id": f"msg_{hashlib.md5(repr(body).encode(), usedforsecurity=False).hexdigest()}",
+            "id": f"msg_fake{seq}",
             "type": "message",
             "role": "assistant",
             "content": content,
@@ -555,7 +570,7 @@ def _anthropic_reply(body: dict[str, Any], reply: Reply) -> bytes:
             "stop_sequence": None,
             "usage": {
                 "input_tokens": _words(body.get("messages")) + _words(body.get("system") or ""),
-                "output_tokens": _words(reply.text or "") + reply.reasoning_tokens,
+                "output_tokens": _words(list(parts)) + reply.reasoning_tokens,
             },
         }
     ).encode()

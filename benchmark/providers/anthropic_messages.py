@@ -1,0 +1,149 @@
+"""The Anthropic Messages adapter.
+
+The Messages API has no "system" role: system text is a separate ``system`` parameter, and it
+requires ``max_tokens``. One ``anthropic.Anthropic`` client per provider (thread-safe, pooled
+connections), so share the provider between threads.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anthropic
+
+from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
+from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
+from benchmark.providers.retry import call_with_retries, malformed_body_error
+
+DEFAULT_MAX_TOKENS = 1024
+# Parameters with no Anthropic equivalent, dropped rather than sent (the API rejects unknown
+# fields), so one endpoint configuration can be shared across vendors.
+_UNSUPPORTED_PARAMS = frozenset({"seed"})
+_RESERVED_PARAMS = frozenset({"model", "messages", "system", "stream"})
+
+
+class AnthropicMessagesProvider:
+    """``complete`` is safe to call from many threads at once.
+
+    Parameter mapping: ``max_tokens`` (default 1024), ``stop`` → ``stop_sequences``, ``seed``
+    dropped; everything else (temperature, top_p, top_k, thinking, …) is sent as given.
+    Every system message, wherever it stands, goes into ``system`` (joined by blank lines).
+    An empty reply (no text blocks, e.g. a refusal or a budget spent on thinking) is a
+    non-retryable ``ProviderError``, as for OpenAI."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str,
+        timeout_s: float = 120,
+        max_attempts: int = 5,
+        sleep: Callable[[float], None] = time.sleep,
+        limiter: EndpointLimiter | None = None,
+        default_params: Mapping[str, Any] | None = None,
+        vendor: str = "anthropic",
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.vendor = vendor
+        self._sleep = sleep
+        self._limiter = limiter or EndpointLimiter()
+        self._default_params = dict(default_params or {})
+        self._secrets = (api_key,)
+        self._client = anthropic.Anthropic(
+            base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0
+        )
+
+    def complete(self, request: ChatRequest) -> ChatResult:
+        """One message. The timeout is the tighter of the request's and the provider's;
+        ``latency_s`` is that of the successful attempt alone (no backoff, no limiter wait)."""
+        kwargs = self._create_kwargs(request, {**self._default_params, **request.params})
+        timeout_s = min(request.timeout_s, self.timeout_s)
+        estimated_tokens = estimate_request_tokens(
+            request.messages, max_output_tokens=kwargs["max_tokens"]
+        )
+
+        def attempt(number: int) -> ChatResult:
+            with self._limiter.acquire(estimated_tokens, sleep=self._sleep):
+                started = time.monotonic()
+                try:
+                    message = self._client.messages.create(**kwargs, timeout=timeout_s)
+                except json.JSONDecodeError:
+                    raise malformed_body_error(self.vendor) from None
+                latency_s = time.monotonic() - started
+            return self._result(message, latency_s=latency_s, attempts=number)
+
+        return call_with_retries(
+            attempt,
+            max_attempts=self.max_attempts,
+            sleep=self._sleep,
+            vendor=self.vendor,
+            secrets=self._secrets,
+        )
+
+    def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
+        reserved = _RESERVED_PARAMS.intersection(params)
+        if reserved:
+            raise ProviderError(
+                f"parameter(s) {', '.join(sorted(reserved))} cannot be set in params",
+                retryable=False,
+                attempts=0,  # nothing was sent
+            )
+        extra = {k: v for k, v in params.items() if k not in _UNSUPPORTED_PARAMS}
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": extra.pop("max_tokens", None) or DEFAULT_MAX_TOKENS,
+            "messages": [
+                {"role": m.role, "content": m.content}
+                for m in request.messages
+                if m.role != "system"
+            ],
+        }
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        if system:
+            kwargs["system"] = system
+        if "stop" in extra:
+            stop = extra.pop("stop")
+            kwargs["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop or [])
+        if extra:
+            # The SDK no longer names temperature/top_p/top_k; the API still takes them.
+            kwargs["extra_body"] = extra
+        return kwargs
+
+    def _result(self, message: Any, *, latency_s: float, attempts: int) -> ChatResult:
+        if isinstance(message, str):
+            # The SDK hands back the raw text when the response is not JSON at all.
+            raise ProviderError(
+                f"{self.vendor} answered with something other than JSON; check the base URL",
+                status=200,
+                retryable=False,
+            )
+        blocks = getattr(message, "content", None) or []
+        text = "".join(block.text for block in blocks if getattr(block, "type", "") == "text")
+        if not text.strip():
+            raise ProviderError(
+                f"{self.vendor} returned an empty reply (stop_reason={message.stop_reason})",
+                status=200,
+                retryable=False,
+            )
+        usage = message.usage
+        # Anthropic counts cached prompt tokens apart from input_tokens; add them back so that
+        # input_tokens means "the whole prompt", as it does for OpenAI.
+        input_tokens = (
+            (usage.input_tokens or 0)
+            + (getattr(usage, "cache_creation_input_tokens", None) or 0)
+            + (getattr(usage, "cache_read_input_tokens", None) or 0)
+            if usage
+            else 0
+        )
+        return ChatResult(
+            text=text,
+            input_tokens=input_tokens,
+            output_tokens=(usage.output_tokens or 0) if usage else 0,
+            latency_s=latency_s,
+            attempts=attempts,
+            request_id=message._request_id or message.id or "",
+        )

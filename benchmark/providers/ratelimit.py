@@ -1,0 +1,421 @@
+"""Client-side limits per endpoint: requests/min, tokens/min and concurrent calls.
+
+Why: a vendor enforces its limits per key, across every worker we run; if each worker throttled
+only itself, N workers would send N times the budget and spend their time in 429 back-offs. So
+with ``settings.REDIS_URL`` set the limits live in Redis and are shared by every worker process
+on every machine; without it (the embedded mode: one process) in-process equivalents do the job.
+
+- Rate: two token buckets per endpoint (requests and tokens), each holding up to one minute's
+  budget and refilling continuously; a call takes 1 request and its estimated tokens from both
+  or, if either is short, nothing (and learns how long to wait). In Redis the check-and-take is
+  one Lua script, so concurrent workers cannot both spend the last token, and it reads the clock
+  of the Redis server, so the machines' clocks need not agree.
+- Concurrency: a semaphore whose slots are leases with an expiry, so a slot held by a worker
+  that was killed mid-call frees itself once its lease runs out.
+
+``limiters_for`` hands out one ``EndpointLimiter`` per endpoint and process; providers call
+``with limiter.acquire(estimated_tokens): <one HTTP attempt>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol, Self
+
+import redis
+from django.conf import settings
+
+from benchmark.providers.base import ChatMessage, ProviderError
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], None]
+Clock = Callable[[], float]
+
+DEFAULT_LEASE_S = 300.0
+"""Longer than any single attempt (the default call timeout is 120 s)."""
+DEFAULT_OUTPUT_TOKENS_ESTIMATE = 1024
+_POLL_S = 0.05
+"""How often a Redis concurrency waiter looks again: releases are not pushed to waiters."""
+
+
+def estimate_request_tokens(
+    messages: Iterable[ChatMessage], *, max_output_tokens: int | None
+) -> int:
+    """Tokens a call may use, for the tokens/min bucket: prompt characters / 4 (OpenAI's rule of
+    thumb for English) plus the output budget, which is also how OpenAI counts a request against
+    its own tokens/min limit before it knows the real output."""
+    prompt = sum(len(message.content) for message in messages) // 4
+    return prompt + (max_output_tokens or DEFAULT_OUTPUT_TOKENS_ESTIMATE)
+
+
+class Lease:
+    """A held concurrency slot. ``release()`` is idempotent; use it as a context manager."""
+
+    __slots__ = ("_release",)
+
+    def __init__(self, release: Callable[[], None] | None = None) -> None:
+        self._release = release
+
+    def release(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+class RateLimiter(Protocol):
+    def try_acquire(self, tokens: int = 0) -> float:
+        """Take 1 request and ``tokens`` if both fit (returns 0.0); else take nothing and return
+        the seconds to wait before they will."""
+        ...
+
+    def acquire(self, tokens: int = 0, *, sleep: Sleep = time.sleep) -> float:
+        """Wait until the call fits, take it, and return the seconds waited."""
+        ...
+
+
+class ConcurrencyLimiter(Protocol):
+    def try_acquire(self) -> Lease | None: ...
+
+    def acquire(self, *, sleep: Sleep = time.sleep) -> Lease: ...
+
+    def in_use(self) -> int:
+        """Slots held by unexpired leases."""
+        ...
+
+
+def _check_limit(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be a positive integer or None, not {value!r}")
+
+
+class _BlockingAcquire:
+    """``acquire`` in terms of ``try_acquire``: wait as long as told, then try again (another
+    worker may have taken the refill meanwhile)."""
+
+    def try_acquire(self, tokens: int = 0) -> float:
+        raise NotImplementedError
+
+    def acquire(self, tokens: int = 0, *, sleep: Sleep = time.sleep) -> float:
+        waited = 0.0
+        while (wait_s := self.try_acquire(tokens)) > 0:
+            sleep(wait_s)
+            waited += wait_s
+        return waited
+
+
+# --- In-process ------------------------------------------------------------------------------
+
+
+class LocalRateLimiter(_BlockingAcquire):
+    """Thread-safe token buckets for one process. ``None`` limits are unlimited; a request for
+    more tokens than a whole minute's budget is treated as a full bucket (it could never fit)."""
+
+    def __init__(self, *, rpm: int | None, tpm: int | None, clock: Clock = time.monotonic) -> None:
+        _check_limit("rpm", rpm)
+        _check_limit("tpm", tpm)
+        self.rpm, self.tpm = rpm, tpm
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._requests = float(rpm or 0)
+        self._tokens = float(tpm or 0)
+        self._updated = clock()
+
+    def try_acquire(self, tokens: int = 0) -> float:
+        with self._lock:
+            now = self._clock()
+            elapsed = max(0.0, now - self._updated)
+            self._updated = now
+            wait_s = 0.0
+            if self.rpm:
+                self._requests = min(self.rpm, self._requests + elapsed * self.rpm / 60)
+                if self._requests < 1:
+                    wait_s = (1 - self._requests) * 60 / self.rpm
+            if self.tpm:
+                tokens = min(tokens, self.tpm)
+                self._tokens = min(self.tpm, self._tokens + elapsed * self.tpm / 60)
+                if self._tokens < tokens:
+                    wait_s = max(wait_s, (tokens - self._tokens) * 60 / self.tpm)
+            if wait_s > 0:
+                return wait_s
+            if self.rpm:
+                self._requests -= 1
+            if self.tpm:
+                self._tokens -= tokens
+            return 0.0
+
+
+class LocalConcurrencyLimiter:
+    """Thread-safe semaphore with expiring leases (the in-process twin of the Redis one)."""
+
+    def __init__(
+        self, limit: int, *, lease_s: float = DEFAULT_LEASE_S, clock: Clock = time.monotonic
+    ) -> None:
+        _check_limit("limit", limit)
+        self.limit, self.lease_s = limit, lease_s
+        self._clock = clock
+        self._leases: dict[int, float] = {}
+        self._ids = itertools.count()
+        self._changed = threading.Condition()
+
+    def try_acquire(self) -> Lease | None:
+        with self._changed:
+            return self._try_acquire_locked()
+
+    def acquire(self, *, sleep: Sleep = time.sleep) -> Lease:
+        """Blocks on a condition (woken by releases), so ``sleep`` is not needed here."""
+        with self._changed:
+            while (lease := self._try_acquire_locked()) is None:
+                next_expiry = min(self._leases.values()) - self._clock()
+                self._changed.wait(timeout=max(next_expiry, 0.001))
+            return lease
+
+    def in_use(self) -> int:
+        with self._changed:
+            self._reap_locked()
+            return len(self._leases)
+
+    def _try_acquire_locked(self) -> Lease | None:
+        self._reap_locked()
+        if len(self._leases) >= self.limit:
+            return None
+        lease_id = next(self._ids)
+        self._leases[lease_id] = self._clock() + self.lease_s
+        return Lease(lambda: self._release(lease_id))
+
+    def _reap_locked(self) -> None:
+        now = self._clock()
+        for lease_id in [i for i, expiry in self._leases.items() if expiry <= now]:
+            del self._leases[lease_id]
+
+    def _release(self, lease_id: int) -> None:
+        with self._changed:
+            if self._leases.pop(lease_id, None) is not None:
+                self._changed.notify()
+
+
+# --- Redis (shared by every process on every machine) ------------------------------------------
+
+# KEYS[1]: hash {req, tok, ts}. ARGV: rpm, tpm (0 = unlimited), tokens wanted.
+# Returns 0 when granted (and taken), else the milliseconds to wait (nothing taken).
+# Buckets start full and hold one minute's budget; state is written only when a call is granted.
+_RATE_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rpm, tpm, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local state = redis.call('HMGET', KEYS[1], 'req', 'tok', 'ts')
+local elapsed = math.max(0, now - (tonumber(state[3]) or now))
+local wait, req, tok = 0, 0, 0
+if rpm > 0 then
+  req = math.min(rpm, (tonumber(state[1]) or rpm) + elapsed * rpm / 60000)
+  if req < 1 then wait = (1 - req) * 60000 / rpm end
+end
+if tpm > 0 then
+  want = math.min(want, tpm)
+  tok = math.min(tpm, (tonumber(state[2]) or tpm) + elapsed * tpm / 60000)
+  if tok < want then wait = math.max(wait, (want - tok) * 60000 / tpm) end
+end
+if wait > 0 then return math.max(1, math.ceil(wait)) end
+redis.call('HSET', KEYS[1], 'req', tostring(req - 1), 'tok', tostring(tok - want), 'ts', now)
+redis.call('PEXPIRE', KEYS[1], 61000)
+return 0
+"""
+
+# KEYS[1]: sorted set of lease id -> expiry (ms, Redis clock). ARGV: limit, lease id, lease ms.
+# Returns 0 when the lease was granted, else the ms until the earliest lease expires.
+_LEASE_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(last[2]) - now) + 1000)
+  return 0
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return math.max(1, math.ceil(tonumber(first[2]) - now))
+"""
+
+
+class RedisRateLimiter(_BlockingAcquire):
+    """The token buckets of ``LocalRateLimiter``, kept in Redis under ``{key_prefix}:rate``.
+
+    Limits travel with every call rather than living in Redis, so an edited endpoint takes
+    effect at once and two processes never disagree about which limits are stored."""
+
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        *,
+        key_prefix: str,
+        rpm: int | None = None,
+        tpm: int | None = None,
+    ) -> None:
+        _check_limit("rpm", rpm)
+        _check_limit("tpm", tpm)
+        self.rpm, self.tpm = rpm, tpm
+        self.key_prefix = key_prefix
+        self.key = f"{key_prefix}:rate"
+        self._script = redis_client.register_script(_RATE_SCRIPT)
+
+    def try_acquire(self, tokens: int = 0) -> float:
+        wait_ms = self._script(keys=[self.key], args=[self.rpm or 0, self.tpm or 0, int(tokens)])
+        return int(wait_ms) / 1000
+
+
+class RedisConcurrencyLimiter:
+    """A semaphore in Redis (a sorted set of leases under ``{key_prefix}:leases``) whose leases
+    expire after ``lease_s``, so a killed worker's slot frees itself."""
+
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        *,
+        key_prefix: str,
+        limit: int,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> None:
+        _check_limit("limit", limit)
+        self.limit, self.lease_s = limit, lease_s
+        self.key_prefix = key_prefix
+        self.key = f"{key_prefix}:leases"
+        self._redis = redis_client
+        self._script = redis_client.register_script(_LEASE_SCRIPT)
+
+    def try_acquire(self) -> Lease | None:
+        lease, _ = self._try_acquire()
+        return lease
+
+    def acquire(self, *, sleep: Sleep = time.sleep) -> Lease:
+        while True:
+            lease, wait_s = self._try_acquire()
+            if lease is not None:
+                return lease
+            sleep(min(wait_s, _POLL_S))
+
+    def in_use(self) -> int:
+        seconds, microseconds = self._redis.time()
+        now_ms = seconds * 1000 + microseconds // 1000
+        return int(self._redis.zcount(self.key, f"({now_ms}", "+inf"))
+
+    def _try_acquire(self) -> tuple[Lease | None, float]:
+        lease_id = uuid.uuid4().hex
+        lease_ms = max(1, int(self.lease_s * 1000))
+        wait_ms = int(self._script(keys=[self.key], args=[self.limit, lease_id, lease_ms]))
+        if wait_ms > 0:
+            return None, wait_ms / 1000
+        return Lease(lambda: self._release(lease_id)), 0.0
+
+    def _release(self, lease_id: str) -> None:
+        try:
+            self._redis.zrem(self.key, lease_id)
+        except redis.RedisError as exc:
+            # The call itself is done; the lease will expire on its own.
+            logger.warning("could not release concurrency lease %s: %s", self.key, exc)
+
+
+# --- Per endpoint ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndpointLimiter:
+    """Every limit of one endpoint; ``None`` parts are unlimited."""
+
+    rate: RateLimiter | None = None
+    concurrency: ConcurrencyLimiter | None = None
+
+    def acquire(self, estimated_tokens: int, *, sleep: Sleep = time.sleep) -> Lease:
+        """Wait for the rate budget, then for a slot; release the returned lease after the call.
+
+        Rate first: a slot is then held only while a request is actually in flight. A Redis
+        outage becomes a retryable ``ProviderError``, so the caller's backoff applies to it."""
+        try:
+            if self.rate is not None:
+                self.rate.acquire(estimated_tokens, sleep=sleep)
+            if self.concurrency is not None:
+                return self.concurrency.acquire(sleep=sleep)
+        except redis.RedisError as exc:
+            raise ProviderError(
+                f"the shared rate limiter (Redis) is unavailable: {type(exc).__name__}",
+                retryable=True,
+            ) from exc
+        return Lease()
+
+
+_limiters: dict[tuple[object, ...], EndpointLimiter] = {}
+_redis_clients: dict[str, redis.Redis] = {}
+_registry_lock = threading.Lock()
+
+
+def limiters_for(
+    endpoint_name: str,
+    *,
+    rpm: int | None,
+    tpm: int | None,
+    max_concurrency: int | None,
+    lease_s: float = DEFAULT_LEASE_S,
+) -> EndpointLimiter:
+    """The process-wide limiter of an endpoint: Redis-backed when ``settings.REDIS_URL`` is set
+    (shared with every other worker), in-process otherwise.
+
+    One instance per (endpoint, limits): local buckets must be shared by every thread to mean
+    anything, and an edited limit gets a fresh limiter instead of a stale one."""
+    _check_limit("rpm", rpm)
+    _check_limit("tpm", tpm)
+    _check_limit("max_concurrency", max_concurrency)
+    redis_url = getattr(settings, "REDIS_URL", None) or None
+    key = (redis_url, endpoint_name, rpm, tpm, max_concurrency, lease_s)
+    with _registry_lock:
+        limiter = _limiters.get(key)
+        if limiter is None:
+            limiter = _build_limiter(endpoint_name, redis_url, rpm, tpm, max_concurrency, lease_s)
+            _limiters[key] = limiter
+        return limiter
+
+
+def _build_limiter(
+    endpoint_name: str,
+    redis_url: str | None,
+    rpm: int | None,
+    tpm: int | None,
+    max_concurrency: int | None,
+    lease_s: float,
+) -> EndpointLimiter:
+    has_rate = rpm is not None or tpm is not None
+    if redis_url is None:
+        return EndpointLimiter(
+            rate=LocalRateLimiter(rpm=rpm, tpm=tpm) if has_rate else None,
+            concurrency=(
+                LocalConcurrencyLimiter(max_concurrency, lease_s=lease_s)
+                if max_concurrency
+                else None
+            ),
+        )
+    client = _redis_clients.get(redis_url)
+    if client is None:
+        # redis-py clients are thread-safe and re-create their pool after a fork.
+        client = _redis_clients[redis_url] = redis.Redis.from_url(redis_url)
+    prefix = f"proactbench:limits:{endpoint_name}"
+    return EndpointLimiter(
+        rate=RedisRateLimiter(client, key_prefix=prefix, rpm=rpm, tpm=tpm) if has_rate else None,
+        concurrency=(
+            RedisConcurrencyLimiter(
+                client, key_prefix=prefix, limit=max_concurrency, lease_s=lease_s
+            )
+            if max_concurrency
+            else None
+        ),
+    )

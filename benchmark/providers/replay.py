@@ -1,0 +1,128 @@
+"""The replay provider: answers from recorded replies and judgments, offline and free.
+
+It lets the whole pipeline (evaluation, judging, analysis) run without a key or a network — the
+demo, CI, and anyone reproducing published numbers from the released recordings. A request is
+identified by its ``ReplayKey``, never by its text, so prompt edits do not break replay.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.providers.base import ChatMessage, ChatRequest, ChatResult, ProviderError, ReplayKey
+
+DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "demo_data"
+
+ReplyKey = tuple[str, int, str, str]
+"""(unique_id_eval, turn, model, condition)"""
+JudgmentKey = tuple[str, int, str, str, str]
+"""(unique_id_eval, turn, model, condition, judge)"""
+
+
+def estimate_tokens(text: str) -> int:
+    """Whitespace words × 1.3, rounded: the usual rule of thumb for English (a token is about
+    three quarters of a word). Replayed calls have no real usage, but accounting and cost views
+    should still show plausible, deterministic numbers."""
+    return round(len(text.split()) * 1.3)
+
+
+@dataclass(frozen=True)
+class ReplayStore:
+    replies: dict[ReplyKey, str]
+    judgments: dict[JudgmentKey, dict[str, str]]
+    """Each value: {"verdict", "rationale", "evidence"}."""
+
+    @classmethod
+    def from_jsonl(cls, replies_path: Path, judgments_path: Path) -> ReplayStore:
+        """Load recordings; a key recorded twice is an error (which one would replay mean?)."""
+        replies: dict[ReplyKey, str] = {}
+        for row in _rows(replies_path):
+            key = _reply_key(row)
+            if key in replies:
+                raise ValueError(f"{replies_path.name}: reply recorded twice for {key}")
+            replies[key] = row["reply"]
+        judgments: dict[JudgmentKey, dict[str, str]] = {}
+        for row in _rows(judgments_path):
+            jkey = (*_reply_key(row), str(row["judge"]))
+            if jkey in judgments:
+                raise ValueError(f"{judgments_path.name}: judgment recorded twice for {jkey}")
+            judgments[jkey] = {name: row[name] for name in ("verdict", "rationale", "evidence")}
+        return cls(replies=replies, judgments=judgments)
+
+    @classmethod
+    def from_demo_data(cls) -> ReplayStore:
+        """The demo recordings, loaded once per process (every replay provider shares them)."""
+        return _demo_store()
+
+    def lookup(self, key: ReplayKey) -> str | None:
+        """The recorded text for ``key``: a reply, or a judgment as the JSON a judge would send."""
+        reply_key: ReplyKey = (key.unique_id_eval, key.turn, key.model, key.condition)
+        if key.kind == "reply":
+            return self.replies.get(reply_key)
+        judgment = self.judgments.get((*reply_key, key.judge))
+        return None if judgment is None else json.dumps(judgment, ensure_ascii=False)
+
+
+@functools.cache
+def _demo_store() -> ReplayStore:
+    return ReplayStore.from_jsonl(
+        DEMO_DATA_DIR / "replies.jsonl", DEMO_DATA_DIR / "judgments.jsonl"
+    )
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as stream:
+        for line in stream:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _reply_key(row: dict[str, Any]) -> ReplyKey:
+    return (str(row["unique_id_eval"]), int(row["turn"]), str(row["model"]), str(row["condition"]))
+
+
+class ReplayProvider:
+    """Serves recordings. Nothing recorded (or no ``replay_key``) is a non-retryable
+    ``ProviderError`` naming the key: asking again cannot make a recording appear."""
+
+    vendor = "replay"
+
+    def __init__(self, store: ReplayStore) -> None:
+        self._store = store
+
+    def complete(self, request: ChatRequest) -> ChatResult:
+        key = request.replay_key
+        if key is None:
+            raise ProviderError(
+                "replay needs a replay_key on the request; none was given", retryable=False
+            )
+        text = self._store.lookup(key)
+        if text is None:
+            raise ProviderError(f"nothing recorded for {_describe(key)}", retryable=False)
+        return ChatResult(
+            text=text,
+            input_tokens=_prompt_tokens(request.messages),
+            output_tokens=estimate_tokens(text),
+            latency_s=0.0,
+            attempts=1,
+            # Deterministic, so a replayed run is identical call for call.
+            request_id="replay-" + hashlib.sha256(repr(key).encode()).hexdigest()[:16],
+        )
+
+
+def _prompt_tokens(messages: Iterable[ChatMessage]) -> int:
+    return sum(estimate_tokens(message.content) for message in messages)
+
+
+def _describe(key: ReplayKey) -> str:
+    described = (
+        f"{key.kind} unique_id_eval={key.unique_id_eval} turn={key.turn} "
+        f"model={key.model} condition={key.condition}"
+    )
+    return described + (f" judge={key.judge}" if key.kind == "judgment" else "")

@@ -1,0 +1,150 @@
+"""The OpenAI Chat Completions adapter, through the real SDK against a local server."""
+
+import threading
+
+import pytest
+
+from benchmark.providers.base import ChatMessage, ChatRequest, ProviderError
+from benchmark.providers.openai_chat import OpenAIChatProvider
+from benchmark.providers.ratelimit import EndpointLimiter, LocalConcurrencyLimiter
+from tests.fakes.vendor_server import FakeVendorServer, Reply
+
+API_KEY = "sk-test-openai-0123456789abcdef"
+
+
+@pytest.fixture
+def server():
+    with FakeVendorServer() as running:
+        yield running
+
+
+def _provider(server: FakeVendorServer, **options) -> OpenAIChatProvider:
+    return OpenAIChatProvider(base_url=server.openai_base_url, api_key=API_KEY, **options)
+
+
+def _request(*messages: ChatMessage, **params) -> ChatRequest:
+    return ChatRequest(model="gpt-test", messages=messages, params=params)
+
+
+def test_reply_usage_and_request_id_are_parsed(server):
+    server.reply = lambda body: Reply("Four words right here.", reasoning_tokens=7)
+
+    result = _provider(server).complete(
+        _request(ChatMessage("system", "Be terse."), ChatMessage("user", "Say something now"))
+    )
+
+    assert result.text == "Four words right here."
+    assert result.input_tokens == 5  # the fake counts words: "Be terse." + "Say something now"
+    assert result.output_tokens == 4 + 7  # completion tokens include the reasoning tokens
+    assert result.reasoning_tokens == 7
+    assert result.request_id == "req_1"
+    assert result.attempts == 1 and result.latency_s > 0
+
+
+def test_the_conversation_is_sent_in_order_with_every_role(server):
+    messages = (
+        ChatMessage("system", "Be terse."),
+        ChatMessage("user", "Hi"),
+        ChatMessage("assistant", "Hello."),
+        ChatMessage("user", "Again"),
+    )
+
+    _provider(server).complete(_request(*messages))
+
+    (entry,) = server.requests()
+    assert entry.body["model"] == "gpt-test"
+    assert entry.body["messages"] == [{"role": m.role, "content": m.content} for m in messages]
+    assert entry.headers["authorization"] == f"Bearer {API_KEY}"
+
+
+def test_sampling_parameters_are_mapped_and_the_rest_passed_through(server):
+    provider = _provider(server, default_params={"temperature": 0.2, "top_k": 40})
+
+    provider.complete(
+        _request(
+            ChatMessage("user", "Hi"),
+            temperature=0.7,
+            top_p=0.9,
+            max_tokens=64,
+            seed=11,
+            stop=["\n\n"],
+            repetition_penalty=1.1,
+        )
+    )
+
+    body = server.requests()[0].body
+    assert body["temperature"] == 0.7  # the request overrides the endpoint's default
+    assert (body["top_p"], body["max_tokens"], body["seed"], body["stop"]) == (
+        0.9,
+        64,
+        11,
+        ["\n\n"],
+    )
+    assert (body["top_k"], body["repetition_penalty"]) == (40, 1.1)
+
+
+def test_max_tokens_can_be_sent_as_max_completion_tokens(server):
+    _provider(server, max_tokens_param="max_completion_tokens").complete(
+        _request(ChatMessage("user", "Hi"), max_tokens=32)
+    )
+
+    body = server.requests()[0].body
+    assert body["max_completion_tokens"] == 32 and "max_tokens" not in body
+
+
+def test_params_cannot_override_the_model_or_turn_on_streaming(server):
+    with pytest.raises(ProviderError, match="stream") as caught:
+        _provider(server).complete(_request(ChatMessage("user", "Hi"), stream=True))
+    assert not caught.value.retryable and caught.value.attempts == 0
+    assert server.requests() == []
+
+
+@pytest.mark.parametrize("content", [None, "", "   \n"])
+def test_an_empty_reply_is_a_non_retryable_error(server, content):
+    server.reply = lambda body: Reply(content, finish_reason="length")
+
+    with pytest.raises(ProviderError, match="empty reply") as caught:
+        _provider(server).complete(_request(ChatMessage("user", "Think hard")))
+
+    assert not caught.value.retryable and caught.value.attempts == 1
+    assert "finish_reason=length" in str(caught.value)
+    assert len(server.requests()) == 1
+
+
+def test_one_provider_serves_many_threads(server):
+    provider = _provider(server)
+    results: dict[int, str] = {}
+
+    def call(index: int) -> None:
+        results[index] = provider.complete(_request(ChatMessage("user", f"n{index}"))).text
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert results == {i: f"echo: n{i}" for i in range(24)}
+    assert len(server.requests()) == 24
+
+
+def test_the_concurrency_limit_holds_and_every_slot_is_released(server):
+    slots = LocalConcurrencyLimiter(2)
+    provider = _provider(server, limiter=EndpointLimiter(concurrency=slots))
+    server.close_gate()
+    threads = [
+        threading.Thread(target=provider.complete, args=(_request(ChatMessage("user", str(i))),))
+        for i in range(5)
+    ]
+    for thread in threads:
+        thread.start()
+
+    server.wait_for(lambda log: len(log) == 2)
+    for thread in threads:
+        thread.join(0.05)  # give the others every chance to slip past the limit
+    assert len(server.requests()) == 2 and slots.in_use() == 2
+
+    server.open_gate()
+    for thread in threads:
+        thread.join(10)
+    assert len(server.requests()) == 5 and slots.in_use() == 0
