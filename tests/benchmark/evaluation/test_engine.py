@@ -26,7 +26,7 @@ from benchmark.models import (
 )
 from proactweb.celery import app as celery_app
 from tests.factories import dialogue_record, jsonl_bytes, records_for, stream
-from tests.fakes.vendor_server import Fault, FakeVendorServer
+from tests.fakes.vendor_server import FakeVendorServer, Fault
 
 pytestmark = pytest.mark.django_db
 
