@@ -29,6 +29,7 @@ from benchmark.evaluation.evidence import grade_evidence
 from benchmark.evaluation.judge_output import JudgeOutputError, parse_judge_output
 from benchmark.evaluation.requests import cache_key, judge_request, reply_request
 from benchmark.models import (
+    CallInFlight,
     CallPurpose,
     EvaluationRun,
     EvaluationUnit,
@@ -48,6 +49,7 @@ from benchmark.providers.base import ChatProvider, ChatRequest, ChatResult, Prov
 logger = logging.getLogger(__name__)
 
 JUDGE_MAX_TRIES = 3
+IN_FLIGHT_POLL_S = 0.2
 PRICE_TTL_S = 60.0
 
 
@@ -98,28 +100,63 @@ def _run_is_live(run_id: int) -> bool:
     return EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists()
 
 
+def _cached(key: str) -> ChatResult | None:
+    hit = ResponseCacheEntry.objects.filter(key=key).first()
+    if hit is None:
+        return None
+    return ChatResult(
+        text=hit.text,
+        input_tokens=hit.input_tokens,
+        output_tokens=hit.output_tokens,
+        reasoning_tokens=hit.reasoning_tokens,
+        latency_s=0.0,
+        attempts=0,
+        request_id=hit.request_id,
+    )
+
+
+def _claim_call(key: str, *, lease_s: int) -> bool:
+    """Become the one worker making this call (or take over an expired claim)."""
+    now = timezone.now()
+    expires = now + timedelta(seconds=lease_s)
+    try:
+        with transaction.atomic():
+            CallInFlight.objects.create(key=key, expires_at=expires)
+        return True
+    except IntegrityError:
+        taken_over = CallInFlight.objects.filter(key=key, expires_at__lt=now).update(
+            expires_at=expires
+        )
+        return taken_over == 1
+
+
 def cached_call(
     ctx: CallContext, endpoint: ModelEndpoint, request: ChatRequest, purpose: str
 ) -> ChatResult:
-    """The call's result from the cache, or from the provider (then cached and accounted)."""
+    """The call's result from the cache, or from the provider (then cached and accounted).
+
+    Never pays twice for one call: a completed call is in the cache; a call in flight elsewhere
+    (the identical request from another unit, or run) is awaited rather than repeated."""
     key = cache_key(endpoint, request, sample_index=ctx.unit.sample_index, salt=ctx.salt)
-    hit = ResponseCacheEntry.objects.filter(key=key).first()
-    if hit is not None:
-        return ChatResult(
-            text=hit.text,
-            input_tokens=hit.input_tokens,
-            output_tokens=hit.output_tokens,
-            reasoning_tokens=hit.reasoning_tokens,
-            latency_s=0.0,
-            attempts=0,
-            request_id=hit.request_id,
-        )
-    if not _run_is_live(ctx.run.pk):  # cancel stops new calls: checked before every call
-        raise RunStopped
-    provider = provider_for_endpoint(endpoint)
+    while True:
+        hit = _cached(key)
+        if hit is not None:
+            return hit
+        if not _run_is_live(ctx.run.pk):  # cancel stops new calls: checked before every call
+            raise RunStopped
+        if _claim_call(key, lease_s=ctx.run.lease_seconds):
+            # The previous holder may have cached its result and let go between our look-up
+            # and our claim: look once more before paying.
+            hit = _cached(key)
+            if hit is None:
+                break
+            CallInFlight.objects.filter(key=key).delete()
+            return hit
+        time.sleep(IN_FLIGHT_POLL_S)  # the same call is being made elsewhere: await its result
     try:
-        result = provider.complete(request)
+        result = provider_for_endpoint(endpoint).complete(request)
     except ProviderError as exc:
+        CallInFlight.objects.filter(key=key).delete()
         ProviderCall.objects.create(
             run=ctx.run,
             unit=ctx.unit,
@@ -154,6 +191,7 @@ def cached_call(
             "request_id": result.request_id[:200],
         },
     )
+    CallInFlight.objects.filter(key=key).delete()
     ProviderCall.objects.create(
         run=ctx.run,
         unit=ctx.unit,

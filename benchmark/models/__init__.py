@@ -17,6 +17,7 @@ from benchmark.models.corpus import (
     Turn,
 )
 from benchmark.models.runs import (
+    CallInFlight,
     CallPurpose,
     Condition,
     EvaluationRun,
@@ -39,6 +40,7 @@ __all__ = [
     "PHASE_WINDOWS",
     "Anchor",
     "Blueprint",
+    "CallInFlight",
     "CallPurpose",
     "CommunicationStyle",
     "Condition",

@@ -305,3 +305,16 @@ class ResultRecordMeta(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} · {self.endpoint_id} · dialogue {self.dialogue_id}"
+
+
+class CallInFlight(models.Model):
+    """A provider call being made right now, by key. Two units that need the identical call at
+    the same moment would otherwise both pay for it (the cache only helps once one finished):
+    the second waits for the first's cached result instead. Expires with the unit's lease, so a
+    killed worker's claim does not block anyone for longer than its units do."""
+
+    key = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.key

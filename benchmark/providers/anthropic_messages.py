@@ -142,6 +142,8 @@ class AnthropicMessagesProvider:
         return ChatResult(
             text=text,
             input_tokens=input_tokens,
+            # Thinking tokens are billed as output and not reported apart: reasoning_tokens
+            # stays 0, so output + reasoning is still what was billed.
             output_tokens=(usage.output_tokens or 0) if usage else 0,
             latency_s=latency_s,
             attempts=attempts,

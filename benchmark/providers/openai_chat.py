@@ -138,12 +138,15 @@ class OpenAIChatProvider:
             )
         usage = completion.usage
         details = getattr(usage, "completion_tokens_details", None) if usage else None
+        completion_tokens = (usage.completion_tokens or 0) if usage else 0
+        reasoning_tokens = (getattr(details, "reasoning_tokens", None) or 0) if details else 0
         return ChatResult(
             text=text,
             input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-            # Includes the reasoning tokens, as OpenAI bills them.
-            output_tokens=(usage.completion_tokens or 0) if usage else 0,
-            reasoning_tokens=(getattr(details, "reasoning_tokens", None) or 0) if details else 0,
+            # OpenAI's completion_tokens include the reasoning tokens; ChatResult keeps the two
+            # apart (ModelPrice.cost bills output + reasoning), so subtract them here.
+            output_tokens=max(0, completion_tokens - reasoning_tokens),
+            reasoning_tokens=reasoning_tokens,
             latency_s=latency_s,
             attempts=attempts,
             request_id=completion._request_id or completion.id or "",

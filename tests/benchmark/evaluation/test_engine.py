@@ -4,6 +4,7 @@ path (kill -9, redelivery) is in test_worker_crash.py."""
 
 import io
 import json
+import re
 from decimal import Decimal
 
 import pytest
@@ -134,7 +135,7 @@ def test_model_sees_only_the_frozen_history_and_the_judge_no_persona(setup, serv
     for body in vanilla:  # history up to the trigger turn's user message, nothing after
         assert body["messages"][-1]["role"] == "user"
         assert "Connects the facts" not in json.dumps(body)  # no rubric for the model
-        n_turn = int(body["messages"][-1]["content"].split(":")[0].split()[-1])
+        n_turn = int(re.match(r"Turn (\d+)", body["messages"][-1]["content"]).group(1))
         assert len(body["messages"]) == 2 * n_turn - 1
     assert all(
         "Connects the facts about the team offsite" in b["messages"][0]["content"] for b in injected

@@ -1,0 +1,162 @@
+"""A real Celery worker on the configured broker (Redis in CI), killed with SIGKILL mid-run.
+
+The fake vendor server holds its responses at a gate while the worker is killed, so the calls in
+flight at that moment are never completed; another worker then resumes the run. Afterwards every
+unit has exactly one result, and no request that had completed once was ever sent again.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from benchmark.corpus.importer import corpus_import
+from benchmark.evaluation import runs
+from benchmark.models import (
+    Dialogue,
+    EvaluationRun,
+    EvaluationUnit,
+    Judgment,
+    ModelEndpoint,
+    ProviderCall,
+    RunStatus,
+    UnitState,
+)
+from proactweb.celery import app as celery_app
+from tests.factories import jsonl_bytes, records_for, stream
+from tests.fakes.vendor_server import FakeVendorServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+REPLY = "Sure. Pack the projector stand last so it comes out first at the venue."
+
+
+def _reply(body):
+    if body["model"] == "crash-judge":
+        return (
+            '{"verdict": "PASS", "rationale": "Grounded.", '
+            '"evidence": "Pack the projector stand last"}'
+        )
+    return REPLY
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def _start_worker(queue: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "proactweb",
+            "worker",
+            "--pool=threads",
+            "--concurrency=4",
+            "-Q",
+            queue,
+            "-n",
+            f"{queue}-{uuid.uuid4().hex[:4]}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=WARNING",
+        ],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "DATABASE_URL": _database_url()},
+    )
+
+
+def _wait(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def queue():
+    name = f"crash-{uuid.uuid4().hex[:8]}"
+    previous = celery_app.conf.task_default_queue
+    celery_app.conf.task_default_queue = name
+    yield name
+    celery_app.conf.task_default_queue = previous
+
+
+def test_killed_worker_then_resume_gives_one_result_per_unit_and_no_repeated_call(queue):
+    corpus_import(stream=stream(jsonl_bytes(records_for(4))))
+    with FakeVendorServer(reply=_reply, latency_s=0.05) as server:
+        model, judge = (
+            ModelEndpoint.objects.create(
+                name=name,
+                display_name=name,
+                provider="openai-compatible",
+                model_name=name,
+                base_url=server.openai_base_url,
+            )
+            for name in ("crash-model", "crash-judge")
+        )
+        run = runs.run_create(
+            name="crash",
+            endpoints=[model],
+            judges=[judge],
+            dialogues=Dialogue.objects.all(),
+            conditions=["vanilla", "rubric_injected"],
+        )
+        EvaluationRun.objects.filter(pk=run.pk).update(lease_seconds=1)
+        total = 4 * 3 * 2
+        first = _start_worker(queue)
+        workers = [first]
+        try:
+            runs.run_launch(run_id=run.pk)
+            done = EvaluationUnit.objects.filter(run=run, state=UnitState.DONE)
+            _wait(lambda: done.count() >= 6, 60, "some units to finish")
+            server.close_gate()
+            server.wait_for(lambda log: sum(r.outcome == "pending" for r in log) >= 2, timeout_s=30)
+            first.send_signal(signal.SIGKILL)  # mid-call: responses are being held
+            first.wait(timeout=10)
+            server.open_gate()
+            assert done.count() < total, "the kill came too late to test anything"
+            time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
+            workers.append(_start_worker(queue))
+            runs.run_resume(run_id=run.pk)
+            run_row = EvaluationRun.objects.filter(pk=run.pk)
+            _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the resumed run to finish")
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGTERM)
+                    try:
+                        worker.wait(timeout=20)
+                    except subprocess.TimeoutExpired:
+                        worker.kill()
+        log = server.requests()
+
+    units = EvaluationUnit.objects.filter(run=run)
+    assert units.count() == total
+    assert set(units.values_list("state", flat=True)) == {UnitState.DONE}
+    assert Judgment.objects.filter(unit__run=run).count() == total  # one per unit and judge
+    paid = Counter(
+        ProviderCall.objects.filter(run=run, ok=True).values_list("cache_key", flat=True)
+    )
+    assert paid and max(paid.values()) == 1  # nothing paid for twice
+    assert any(r.outcome == "aborted" for r in log)  # the kill really interrupted calls
+    completed_at: dict[str, int] = {}
+    for entry in log:
+        assert entry.request_hash not in completed_at, (
+            f"request {entry.request_hash[:12]} was sent again after it had completed"
+        )
+        if entry.outcome == "completed":
+            completed_at[entry.request_hash] = entry.seq
