@@ -52,7 +52,7 @@ def dialogue_record(
                         "behavioral_directive": "Stay casual; one new fact at most.",
                     },
                 },
-                "user_message": f'Turn {turn} ({scenario_id}): offsite for 12 — café "Zoë" ☕ booked.',
+                "user_message": f'Turn {turn} ({scenario_id}): offsite for 12, café "Zoë" ☕',
                 "assistant_response": f"Reply {turn}: here is a plan.\n\n- step one\n- step two",
             }
         )
