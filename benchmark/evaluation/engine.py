@@ -22,7 +22,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from benchmark.evaluation.evidence import grade_evidence
@@ -45,11 +45,13 @@ from benchmark.models import (
     UnitState,
 )
 from benchmark.providers.base import ChatProvider, ChatRequest, ChatResult, ProviderError
+from benchmark.providers.factory import provider_for
 
 logger = logging.getLogger(__name__)
 
 JUDGE_MAX_TRIES = 3
 IN_FLIGHT_POLL_S = 0.2
+LIVE_TTL_S = 1.0
 PRICE_TTL_S = 60.0
 
 
@@ -65,8 +67,6 @@ _providers_lock = threading.Lock()
 
 def provider_for_endpoint(endpoint: ModelEndpoint) -> ChatProvider:
     """One provider (one HTTP connection pool) per endpoint per process."""
-    from benchmark.providers.factory import provider_for
-
     key = (endpoint.pk, f"{endpoint.provider}|{endpoint.base_url}|{endpoint.api_key_env}")
     with _providers_lock:
         if key not in _providers:
@@ -96,8 +96,30 @@ class CallContext:
     salt: str
 
 
+_live: dict[int, tuple[float, bool]] = {}
+
+
 def _run_is_live(run_id: int) -> bool:
-    return EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists()
+    """Is the run still running? Read at most once a second per process: cancelling stops new
+    calls within that second, without a query before every call."""
+    cached = _live.get(run_id)
+    now = time.monotonic()
+    if cached and now - cached[0] < LIVE_TTL_S:
+        return cached[1]
+    live = EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists()
+    _live[run_id] = (now, live)
+    return live
+
+
+_judges: dict[tuple[int, object], list[ModelEndpoint]] = {}
+
+
+def _run_judges(run: EvaluationRun) -> list[ModelEndpoint]:
+    """A started run's judges (frozen once it started: the admin makes them read-only)."""
+    key = (run.pk, run.started_at)
+    if key not in _judges:
+        _judges[key] = list(run.judges.order_by("id"))
+    return _judges[key]
 
 
 def _cached(key: str) -> ChatResult | None:
@@ -213,29 +235,34 @@ def cached_call(
 
 
 def unit_claim(*, unit_id: int) -> tuple[EvaluationUnit, str] | None:
-    """Claim a unit for this worker. Returns (unit, token), or None when it is not ours to do."""
-    unit = EvaluationUnit.objects.select_related("run").filter(pk=unit_id).first()
-    if unit is None:
-        return None
+    """Claim a unit for this worker. Returns (unit, token), or None when it is not ours to do.
+
+    The common case is one UPDATE (pending → running); a running unit whose claim is older than
+    the run's lease (its worker died) is taken over by a second, conditional UPDATE."""
     now = timezone.now()
-    stale = now - timedelta(seconds=unit.run.lease_seconds)
     token = uuid.uuid4().hex
-    won = (
-        EvaluationUnit.objects.filter(pk=unit_id)
-        .filter(Q(state=UnitState.PENDING) | Q(state=UnitState.RUNNING, claimed_at__lt=stale))
-        .filter(run__status=RunStatus.RUNNING)
-        .update(
-            state=UnitState.RUNNING,
-            claim_token=token,
-            claimed_at=now,
-            attempts=F("attempts") + 1,
-        )
-    )
+    claim = {
+        "state": UnitState.RUNNING,
+        "claim_token": token,
+        "claimed_at": now,
+        "attempts": F("attempts") + 1,
+    }
+    units = EvaluationUnit.objects.filter(pk=unit_id)
+    won = units.filter(state=UnitState.PENDING, run__status=RunStatus.RUNNING).update(**claim)
     if won != 1:
-        return None
+        lease = units.values_list("run__lease_seconds", flat=True).first()
+        if lease is None:
+            return None
+        stale = now - timedelta(seconds=lease)
+        won = units.filter(
+            state=UnitState.RUNNING, claimed_at__lt=stale, run__status=RunStatus.RUNNING
+        ).update(**claim)
+        if won != 1:
+            return None
     unit = EvaluationUnit.objects.select_related("run", "endpoint", "trigger__turn__dialogue").get(
         pk=unit_id
     )
+    _live[unit.run_id] = (time.monotonic(), True)  # the claim just saw it running
     return unit, token
 
 
@@ -321,11 +348,18 @@ def unit_execute(*, unit_id: int) -> str:
                 reasoning_tokens=result.reasoning_tokens,
                 latency_s=result.latency_s,
             )
-        done_judges = set(Judgment.objects.filter(unit=unit).values_list("judge_id", flat=True))
-        for judge in run.judges.all():
+        judges = _run_judges(run)
+        # On a first claim nothing can have been judged yet; after a crash, some judge may have.
+        done_judges = (
+            set(Judgment.objects.filter(unit=unit).values_list("judge_id", flat=True))
+            if unit.attempts > 1
+            else set()
+        )
+        for judge in judges:
             if judge.pk not in done_judges:
                 _judge_one(ctx, turns, judge)
-        _record_disagreement(unit)
+        if len(judges) > 1:
+            _record_disagreement(unit)
     except RunStopped:
         # Hand the unit back; a resume picks it up again.
         _owned(unit, token).update(state=UnitState.PENDING, claim_token="", claimed_at=None)
@@ -344,17 +378,14 @@ def unit_execute(*, unit_id: int) -> str:
 
 def run_finish_if_complete(*, run_id: int) -> None:
     """Close the run once no unit is pending or running (a conditional update: exactly one
-    worker moves it)."""
-    open_units = EvaluationUnit.objects.filter(
-        run_id=run_id, state__in=[UnitState.PENDING, UnitState.RUNNING]
-    )
+    worker moves it). While other units still run — the usual case — this is one query."""
+    units = EvaluationUnit.objects.filter(run_id=run_id)
+    if units.filter(state=UnitState.RUNNING).exists():
+        return
     now = timezone.now()
-    cancelling = EvaluationRun.objects.filter(pk=run_id, status=RunStatus.CANCELLING)
-    if cancelling.exists() and not open_units.filter(state=UnitState.RUNNING).exists():
-        cancelling.update(status=RunStatus.CANCELLED, finished_at=now)
+    runs = EvaluationRun.objects.filter(pk=run_id)
+    if runs.filter(status=RunStatus.CANCELLING).update(status=RunStatus.CANCELLED, finished_at=now):
         return
-    if open_units.exists():
+    if units.filter(state=UnitState.PENDING).exists():
         return
-    EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
-        status=RunStatus.DONE, finished_at=now
-    )
+    runs.filter(status=RunStatus.RUNNING).update(status=RunStatus.DONE, finished_at=now)

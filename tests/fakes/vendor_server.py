@@ -83,6 +83,22 @@ def echo_reply(body: dict[str, Any]) -> str:
     return f"echo: {content}"
 
 
+BENCH_QUOTE = "remember to pack the charger"
+
+
+def bench_reply(body: dict[str, Any]) -> str:
+    """For pipeline benchmarks: a model answers with a reply that contains BENCH_QUOTE; a judge
+    (any model whose name contains "judge") answers a valid verdict quoting it, the verdict
+    varying deterministically with the request so the statistics have something to show."""
+    digest = hashlib.blake2b(json.dumps(body.get("messages")).encode(), digest_size=4).hexdigest()
+    if "judge" in str(body.get("model", "")):
+        verdict = ("PASS", "PARTIAL", "FAIL")[int(digest, 16) % 3]
+        return json.dumps(
+            {"verdict": verdict, "rationale": "Benchmark verdict.", "evidence": BENCH_QUOTE}
+        )
+    return f"Reply {digest}: happy to help, and {BENCH_QUOTE} before you leave."
+
+
 @dataclass(frozen=True)
 class Fault:
     """One scripted misbehaviour, applied to one request. Build with the class methods."""
@@ -587,6 +603,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout-delay-ms", type=float, default=30_000.0)
     parser.add_argument("--retry-after-s", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reply",
+        choices=["echo", "bench"],
+        default="echo",
+        help="echo the last message, or bench: replies a judge can quote (pipeline benchmarks)",
+    )
     args = parser.parse_args(argv)
     rates = FaultRates(
         rate_429=args.rate_429,
@@ -600,7 +622,11 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     server = FakeVendorServer(
-        latency_s=args.latency_ms / 1000, fault_rates=rates, host=args.host, port=args.port
+        reply=bench_reply if args.reply == "bench" else echo_reply,
+        latency_s=args.latency_ms / 1000,
+        fault_rates=rates,
+        host=args.host,
+        port=args.port,
     )
     with server:
         # The line a benchmark harness waits for before sending traffic.

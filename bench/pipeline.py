@@ -1,0 +1,204 @@
+"""Pipeline benchmark at the source's full scale: 624 triggers × 16 models, one condition, one
+judge (~20,000 calls) through real Celery workers on Redis and PostgreSQL, against a local fake
+OpenAI server that answers every call after a fixed latency (200 ms).
+
+Headline: wall time against the ideal (calls × latency / concurrency) as an efficiency ratio
+(target ≥ 0.90 at concurrency 64), worker CPU milliseconds per call (target ≤ 3) and the
+workers' peak memory.
+
+    python bench/pipeline.py                       # full scale
+    python bench/pipeline.py --models 2 --latency-ms 50   # a quick look
+
+It uses a scratch PostgreSQL database (created if missing; its benchmark tables are emptied)
+and a Redis database of its own: --database-url / --redis-url. Ends with a RESULT line.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return (utime + stime + cutime + cstime) / CLOCK_TICKS
+
+
+def _peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _ensure_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    admin_url = url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _start_fake_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.vendor_server", "--latency-ms", str(latency_ms),
+         "--reply", "bench"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    line = server.stdout.readline()
+    if "listening on" not in line:
+        sys.exit(f"fake server did not start: {line!r}")
+    return server, line.strip().rsplit(" ", 1)[1]
+
+
+def _start_workers(n: int, threads: int, queue: str, env: dict) -> list[subprocess.Popen]:
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "proactweb", "worker", "--pool=threads",
+             f"--concurrency={threads}", "-Q", queue, "-n", f"bench{i}@%h", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "--loglevel=WARNING"],
+            cwd=ROOT, env=env,
+        )
+        for i in range(n)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", type=int, default=16)
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--threads", type=int, default=32, help="threads per worker")
+    parser.add_argument(
+        "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_bench"
+    )
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    args = parser.parse_args()
+    concurrency = args.workers * args.threads
+    queue = "bench-pipeline"
+
+    _ensure_database(args.database_url)
+    env = {**os.environ, "DATABASE_URL": args.database_url, "REDIS_URL": args.redis_url,
+           "LOG_LEVEL": "WARNING"}
+    os.environ.update(env)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proactweb.settings")
+    django.setup()
+    import redis
+    from corpus_import import generate_corpus
+
+    from benchmark.corpus.importer import corpus_import
+    from benchmark.evaluation import runs
+    from benchmark.models import (
+        Blueprint, CallInFlight, Dialogue, EvaluationRun, ModelEndpoint, Persona, ProviderCall,
+        ResponseCacheEntry, Scenario,
+    )
+    from proactweb.celery import app as celery_app
+
+    # A clean slate: no cache hits, no leftover messages.
+    redis.Redis.from_url(args.redis_url).flushdb()
+    EvaluationRun.objects.all().delete()
+    ResponseCacheEntry.objects.all().delete()
+    CallInFlight.objects.all().delete()
+    for model in (Dialogue, Blueprint, Scenario, Persona):
+        model.objects.all().delete()
+    ModelEndpoint.objects.filter(name__startswith="bench-").delete()
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        generate_corpus(corpus)
+        with corpus.open("rb") as stream:
+            summary = corpus_import(stream=stream)
+
+    server, base_url = _start_fake_server(args.latency_ms)
+    workers = _start_workers(args.workers, args.threads, queue, env)
+    try:
+        endpoints = [
+            ModelEndpoint.objects.create(
+                name=f"bench-model-{i:02d}", display_name=f"Bench model {i}",
+                provider="openai-compatible", model_name=f"bench-model-{i:02d}",
+                base_url=f"{base_url}/v1", default_params={"max_tokens": 512},
+            )
+            for i in range(args.models)
+        ]
+        judge = ModelEndpoint.objects.create(
+            name="bench-judge", display_name="Bench judge", provider="openai-compatible",
+            model_name="bench-judge", base_url=f"{base_url}/v1",
+        )
+        run = runs.run_create(
+            name="pipeline benchmark", endpoints=endpoints, judges=[judge],
+            dialogues=Dialogue.objects.all(),
+        )
+        celery_app.conf.task_default_queue = queue
+        deadline = time.monotonic() + 60
+        while len(celery_app.control.ping(timeout=1.0)) < args.workers:
+            if time.monotonic() > deadline:
+                sys.exit("workers did not start")
+        cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
+        started = time.perf_counter()
+        runs.run_launch(run_id=run.pk)
+        enqueued_s = time.perf_counter() - started
+        while True:
+            run.refresh_from_db()
+            if run.status in ("done", "failed", "cancelled"):
+                break
+            time.sleep(0.25)
+        wall = time.perf_counter() - started
+        cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
+        peak = max(_peak_rss_mb(w.pid) for w in workers)
+        calls = ProviderCall.objects.filter(run=run, ok=True).count()
+        failed_calls = ProviderCall.objects.filter(run=run, ok=False).count()
+        progress = runs.run_progress(run=run)
+        with urllib.request.urlopen(f"{base_url}/_fake/stats", timeout=10) as response:
+            served = json.load(response)
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=60)
+        server.terminate()
+        server.wait(timeout=30)
+
+    ideal = calls * args.latency_ms / 1000 / concurrency
+    efficiency = ideal / wall if wall else 0.0
+    cpu_ms = 1000 * cpu / calls if calls else 0.0
+    rows = [
+        ("triggers", summary.triggers), ("models", args.models), ("units", progress.total),
+        ("units by state", dict(progress.by_state)), ("calls (paid)", calls),
+        ("failed calls", failed_calls), ("server requests", served),
+        ("concurrency", f"{args.workers} workers x {args.threads} threads = {concurrency}"),
+        ("latency per call", f"{args.latency_ms:.0f} ms"), ("enqueue", f"{enqueued_s:.1f} s"),
+        ("wall", f"{wall:.1f} s"), ("ideal", f"{ideal:.1f} s"), ("efficiency", f"{efficiency:.3f}"),
+        ("worker CPU", f"{cpu:.1f} s"), ("CPU per call", f"{cpu_ms:.2f} ms"),
+        ("peak worker RSS", f"{peak:.0f} MB"),
+    ]
+    for name, value in rows:
+        print(f"{name:<18} {value}")
+    print(
+        f"RESULT calls={calls} wall_s={wall:.1f} ideal_s={ideal:.1f} efficiency={efficiency:.3f} "
+        f"cpu_ms_per_call={cpu_ms:.2f} peak_rss_mb={peak:.0f} units={progress.total} "
+        f"concurrency={concurrency} latency_ms={args.latency_ms:.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
