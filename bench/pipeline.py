@@ -58,9 +58,18 @@ def _ensure_database(url: str) -> None:
 
 def _start_fake_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.vendor_server", "--latency-ms", str(latency_ms),
-         "--reply", "bench"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tests.fakes.vendor_server",
+            "--latency-ms",
+            str(latency_ms),
+            "--reply",
+            "bench",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     line = server.stdout.readline()
     if "listening on" not in line:
@@ -71,10 +80,26 @@ def _start_fake_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
 def _start_workers(n: int, threads: int, queue: str, env: dict) -> list[subprocess.Popen]:
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "proactweb", "worker", "--pool=threads",
-             f"--concurrency={threads}", "-Q", queue, "-n", f"bench{i}@%h", "--without-gossip",
-             "--without-mingle", "--without-heartbeat", "--loglevel=WARNING"],
-            cwd=ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "proactweb",
+                "worker",
+                "--pool=threads",
+                f"--concurrency={threads}",
+                "-Q",
+                queue,
+                "-n",
+                f"bench{i}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=WARNING",
+            ],
+            cwd=ROOT,
+            env=env,
         )
         for i in range(n)
     ]
@@ -95,8 +120,12 @@ def main() -> None:
     queue = "bench-pipeline"
 
     _ensure_database(args.database_url)
-    env = {**os.environ, "DATABASE_URL": args.database_url, "REDIS_URL": args.redis_url,
-           "LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": args.database_url,
+        "REDIS_URL": args.redis_url,
+        "LOG_LEVEL": "WARNING",
+    }
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
 
@@ -110,8 +139,15 @@ def main() -> None:
     from benchmark.corpus.importer import corpus_import
     from benchmark.evaluation import runs
     from benchmark.models import (
-        Blueprint, CallInFlight, Dialogue, EvaluationRun, ModelEndpoint, Persona, ProviderCall,
-        ResponseCacheEntry, Scenario,
+        Blueprint,
+        CallInFlight,
+        Dialogue,
+        EvaluationRun,
+        ModelEndpoint,
+        Persona,
+        ProviderCall,
+        ResponseCacheEntry,
+        Scenario,
     )
     from proactweb.celery import app as celery_app
 
@@ -134,18 +170,26 @@ def main() -> None:
     try:
         endpoints = [
             ModelEndpoint.objects.create(
-                name=f"bench-model-{i:02d}", display_name=f"Bench model {i}",
-                provider="openai-compatible", model_name=f"bench-model-{i:02d}",
-                base_url=f"{base_url}/v1", default_params={"max_tokens": 512},
+                name=f"bench-model-{i:02d}",
+                display_name=f"Bench model {i}",
+                provider="openai-compatible",
+                model_name=f"bench-model-{i:02d}",
+                base_url=f"{base_url}/v1",
+                default_params={"max_tokens": 512},
             )
             for i in range(args.models)
         ]
         judge = ModelEndpoint.objects.create(
-            name="bench-judge", display_name="Bench judge", provider="openai-compatible",
-            model_name="bench-judge", base_url=f"{base_url}/v1",
+            name="bench-judge",
+            display_name="Bench judge",
+            provider="openai-compatible",
+            model_name="bench-judge",
+            base_url=f"{base_url}/v1",
         )
         run = runs.run_create(
-            name="pipeline benchmark", endpoints=endpoints, judges=[judge],
+            name="pipeline benchmark",
+            endpoints=endpoints,
+            judges=[judge],
             dialogues=Dialogue.objects.all(),
         )
         celery_app.conf.task_default_queue = queue
@@ -182,13 +226,21 @@ def main() -> None:
     efficiency = ideal / wall if wall else 0.0
     cpu_ms = 1000 * cpu / calls if calls else 0.0
     rows = [
-        ("triggers", summary.triggers), ("models", args.models), ("units", progress.total),
-        ("units by state", dict(progress.by_state)), ("calls (paid)", calls),
-        ("failed calls", failed_calls), ("server requests", served),
+        ("triggers", summary.triggers),
+        ("models", args.models),
+        ("units", progress.total),
+        ("units by state", dict(progress.by_state)),
+        ("calls (paid)", calls),
+        ("failed calls", failed_calls),
+        ("server requests", served),
         ("concurrency", f"{args.workers} workers x {args.threads} threads = {concurrency}"),
-        ("latency per call", f"{args.latency_ms:.0f} ms"), ("enqueue", f"{enqueued_s:.1f} s"),
-        ("wall", f"{wall:.1f} s"), ("ideal", f"{ideal:.1f} s"), ("efficiency", f"{efficiency:.3f}"),
-        ("worker CPU", f"{cpu:.1f} s"), ("CPU per call", f"{cpu_ms:.2f} ms"),
+        ("latency per call", f"{args.latency_ms:.0f} ms"),
+        ("enqueue", f"{enqueued_s:.1f} s"),
+        ("wall", f"{wall:.1f} s"),
+        ("ideal", f"{ideal:.1f} s"),
+        ("efficiency", f"{efficiency:.3f}"),
+        ("worker CPU", f"{cpu:.1f} s"),
+        ("CPU per call", f"{cpu_ms:.2f} ms"),
         ("peak worker RSS", f"{peak:.0f} MB"),
     ]
     for name, value in rows:

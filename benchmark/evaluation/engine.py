@@ -13,7 +13,6 @@ same unit — as Celery's at-least-once delivery will):
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import uuid
@@ -21,15 +20,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
-from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from benchmark.evaluation import inflight
 from benchmark.evaluation.evidence import grade_evidence
 from benchmark.evaluation.judge_output import JudgeOutputError, parse_judge_output
 from benchmark.evaluation.requests import cache_key, judge_request, reply_request
 from benchmark.models import (
-    CallInFlight,
     CallPurpose,
     EvaluationRun,
     EvaluationUnit,
@@ -46,8 +44,6 @@ from benchmark.models import (
 )
 from benchmark.providers.base import ChatProvider, ChatRequest, ChatResult, ProviderError
 from benchmark.providers.factory import provider_for
-
-logger = logging.getLogger(__name__)
 
 JUDGE_MAX_TRIES = 3
 IN_FLIGHT_POLL_S = 0.2
@@ -137,21 +133,6 @@ def _cached(key: str) -> ChatResult | None:
     )
 
 
-def _claim_call(key: str, *, lease_s: int) -> bool:
-    """Become the one worker making this call (or take over an expired claim)."""
-    now = timezone.now()
-    expires = now + timedelta(seconds=lease_s)
-    try:
-        with transaction.atomic():
-            CallInFlight.objects.create(key=key, expires_at=expires)
-        return True
-    except IntegrityError:
-        taken_over = CallInFlight.objects.filter(key=key, expires_at__lt=now).update(
-            expires_at=expires
-        )
-        return taken_over == 1
-
-
 def cached_call(
     ctx: CallContext, endpoint: ModelEndpoint, request: ChatRequest, purpose: str
 ) -> ChatResult:
@@ -161,24 +142,23 @@ def cached_call(
     (the identical request from another unit, or run) is awaited rather than repeated."""
     key = cache_key(endpoint, request, sample_index=ctx.unit.sample_index, salt=ctx.salt)
     while True:
-        hit = _cached(key)
-        if hit is not None:
-            return hit
-        if not _run_is_live(ctx.run.pk):  # cancel stops new calls: checked before every call
+        if not _run_is_live(ctx.run.pk):  # cancel stops new calls
             raise RunStopped
-        if _claim_call(key, lease_s=ctx.run.lease_seconds):
-            # The previous holder may have cached its result and let go between our look-up
-            # and our claim: look once more before paying.
+        if inflight.claim(key, lease_s=ctx.run.lease_seconds):
+            # Ours to make — unless it completed before (a resume, a redelivery, another run).
             hit = _cached(key)
             if hit is None:
                 break
-            CallInFlight.objects.filter(key=key).delete()
+            inflight.release(key)
             return hit
-        time.sleep(IN_FLIGHT_POLL_S)  # the same call is being made elsewhere: await its result
+        hit = _cached(key)  # someone else is making it: their result, once it is cached
+        if hit is not None:
+            return hit
+        time.sleep(IN_FLIGHT_POLL_S)
     try:
         result = provider_for_endpoint(endpoint).complete(request)
     except ProviderError as exc:
-        CallInFlight.objects.filter(key=key).delete()
+        inflight.release(key)
         ProviderCall.objects.create(
             run=ctx.run,
             unit=ctx.unit,
@@ -201,19 +181,22 @@ def cached_call(
         else Decimal(0)
     )
     # Cache first: from here on a crash cannot make us pay for this call again.
-    ResponseCacheEntry.objects.get_or_create(
-        key=key,
-        defaults={
-            "endpoint_name": endpoint.name,
-            "text": result.text,
-            "input_tokens": result.input_tokens,
-            "output_tokens": result.output_tokens,
-            "reasoning_tokens": result.reasoning_tokens,
-            "latency_s": result.latency_s,
-            "request_id": result.request_id[:200],
-        },
+    ResponseCacheEntry.objects.bulk_create(
+        [
+            ResponseCacheEntry(
+                key=key,
+                endpoint_name=endpoint.name,
+                text=result.text,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                reasoning_tokens=result.reasoning_tokens,
+                latency_s=result.latency_s,
+                request_id=result.request_id[:200],
+            )
+        ],
+        ignore_conflicts=True,  # one INSERT, no transaction of its own
     )
-    CallInFlight.objects.filter(key=key).delete()
+    inflight.release(key)
     ProviderCall.objects.create(
         run=ctx.run,
         unit=ctx.unit,
@@ -307,12 +290,11 @@ def _judge_one(ctx: CallContext, turns, judge: ModelEndpoint) -> None:
 
 
 def _save_judgment(unit: EvaluationUnit, judge: ModelEndpoint, **fields) -> None:
-    try:
-        with transaction.atomic():
-            Judgment.objects.create(unit=unit, judge=judge, judge_name=judge.name, **fields)
-    except IntegrityError:
-        # Another delivery of this unit judged it first; the unique key keeps one judgment.
-        logger.info("judgment of unit %s by %s already exists", unit.pk, judge.name)
+    # If another delivery of this unit judged it first, the unique key keeps its judgment.
+    Judgment.objects.bulk_create(
+        [Judgment(unit=unit, judge=judge, judge_name=judge.name, **fields)],
+        ignore_conflicts=True,
+    )
 
 
 def _record_disagreement(unit: EvaluationUnit) -> None:

@@ -90,7 +90,8 @@ def bench_reply(body: dict[str, Any]) -> str:
     """For pipeline benchmarks: a model answers with a reply that contains BENCH_QUOTE; a judge
     (any model whose name contains "judge") answers a valid verdict quoting it, the verdict
     varying deterministically with the request so the statistics have something to show."""
-    digest = hashlib.blake2b(json.dumps(body.get("messages")).encode(), digest_size=4).hexdigest()
+    identity = json.dumps([body.get("model"), body.get("messages")]).encode()
+    digest = hashlib.blake2b(identity, digest_size=4).hexdigest()
     if "judge" in str(body.get("model", "")):
         verdict = ("PASS", "PARTIAL", "FAIL")[int(digest, 16) % 3]
         return json.dumps(
