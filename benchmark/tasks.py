@@ -36,3 +36,9 @@ def worker_health() -> dict:
         cursor.execute("SELECT 1")
         (one,) = cursor.fetchone()
     return {"ok": one == 1, "database": connection.vendor}
+
+
+# Registered here so that Celery's autodiscovery (which imports benchmark.tasks) finds it.
+from benchmark.curation.tasks import curate_dialogue_task  # noqa: E402
+
+__all__ = ["curate_dialogue_task", "launch_run", "resume_run", "run_unit", "worker_health"]
