@@ -148,7 +148,12 @@ if REDIS_URL:
 else:
     _broker_dir = VAR_DIR / "celery-broker"
     _results_dir = VAR_DIR / "celery-results"
-    for _folder in (_broker_dir / "queue", _broker_dir / "processed", _results_dir):
+    for _folder in (
+        _broker_dir / "queue",
+        _broker_dir / "processed",
+        _broker_dir / "control",
+        _results_dir,
+    ):
         _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -156,6 +161,7 @@ else:
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
+        "control_folder": str(_broker_dir / "control"),  # else kombu writes ./control
         # kombu polls the folder; its default of 1 s would cap a worker at a few tasks a second.
         "polling_interval": 0.05,
     }
