@@ -17,7 +17,8 @@ from benchmark.models import Anchor, Dialogue, Trigger, Turn
 CHUNK_SIZE = 200
 
 
-def _rubric(trigger: Trigger) -> dict:
+def trigger_rubric(trigger: Trigger) -> dict:
+    """A trigger's evaluation_rubric as the release writes it."""
     return {
         "type": trigger.type,
         "pass_criteria": trigger.pass_criteria,
@@ -83,7 +84,7 @@ def dialogue_to_record(dialogue: Dialogue, *, official_only: bool = False) -> di
         "evaluated_model": dialogue.curation_model,
         "num_turns_completed": dialogue.num_turns_completed,
         "trigger_points": [
-            {"turn": trig.turn.index, "evaluation_rubric": _rubric(trig), **trig.extra}
+            {"turn": trig.turn.index, "evaluation_rubric": trigger_rubric(trig), **trig.extra}
             for trig in triggers
         ],
         "turn_records": [

@@ -12,13 +12,13 @@ import json
 from benchmark.curation.prompts import load_prompt
 from benchmark.models import Condition, EvaluationUnit, ModelEndpoint, Trigger, Turn
 from benchmark.providers.base import ChatMessage, ChatRequest, ReplayKey
-
-# Sampling parameters that are endpoint plumbing, not part of the request identity.
-_NON_SAMPLING_PARAMS = {"rate_limit_rpm", "rate_limit_tpm", "max_concurrency", "timeout_s"}
+from benchmark.providers.factory import ENDPOINT_SETTINGS
 
 
 def sampling_params(endpoint: ModelEndpoint) -> dict:
-    return {k: v for k, v in endpoint.default_params.items() if k not in _NON_SAMPLING_PARAMS}
+    """The endpoint's sampling parameters, without its plumbing (rate limits, timeout), which
+    is not part of what identifies a call."""
+    return {k: v for k, v in endpoint.default_params.items() if k not in ENDPOINT_SETTINGS}
 
 
 def conversation_until(trigger: Trigger, turns: list[Turn]) -> tuple[ChatMessage, ...]:

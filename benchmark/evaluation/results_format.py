@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils.text import slugify
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from benchmark.corpus.exporter import trigger_rubric
 from benchmark.corpus.parsing import CorpusError, CorpusImportError, iter_json_lines
 from benchmark.corpus.schema import json_path
 from benchmark.evaluation.evidence import grade_evidence
@@ -335,16 +336,6 @@ def _write_record(run, judge, item: _Parsed, summary: ResultsSummary, units_seen
 # --- Export -----------------------------------------------------------------------------------
 
 
-def _rubric(trigger: Trigger) -> dict:
-    return {
-        "type": trigger.type,
-        "pass_criteria": trigger.pass_criteria,
-        "partial_criteria": trigger.partial_criteria,
-        "fail_criteria": trigger.fail_criteria,
-        **trigger.rubric_extra,
-    }
-
-
 def results_export(
     *,
     run: EvaluationRun,
@@ -423,7 +414,7 @@ def _export_record(dialogue, endpoint, units, judgments, meta: dict) -> dict[str
         trigger_points.append(
             {
                 "turn": trigger.turn.index,
-                "evaluation_rubric": _rubric(trigger),
+                "evaluation_rubric": trigger_rubric(trigger),
                 "evaluation_result": result,
                 **unit.extra.get("trigger_extra", {}),
             }
