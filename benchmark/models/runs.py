@@ -283,6 +283,9 @@ class ResponseCacheEntry(models.Model):
     request_id = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name_plural = "response cache entries"
+
     def __str__(self) -> str:
         return self.key
 
@@ -315,6 +318,9 @@ class CallInFlight(models.Model):
 
     key = models.CharField(max_length=64, unique=True)
     expires_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "calls in flight"
 
     def __str__(self) -> str:
         return self.key
