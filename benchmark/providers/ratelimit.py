@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, Self
@@ -101,12 +102,13 @@ def _check_limit(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be a positive integer or None, not {value!r}")
 
 
-class _BlockingAcquire:
+class _BlockingAcquire(ABC):
     """``acquire`` in terms of ``try_acquire``: wait as long as told, then try again (another
     worker may have taken the refill meanwhile)."""
 
+    @abstractmethod
     def try_acquire(self, tokens: int = 0) -> float:
-        raise NotImplementedError
+        """Take ``tokens`` now and return 0, or return how many seconds to wait first."""
 
     def acquire(self, tokens: int = 0, *, sleep: Sleep = time.sleep) -> float:
         waited = 0.0
