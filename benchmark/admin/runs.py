@@ -23,6 +23,18 @@ from benchmark.models import (
     RunStatus,
 )
 
+# What a run is: frozen once it has started, so that its results always match it.
+RUN_DEFINITION = (
+    "name",
+    "dialogues",
+    "endpoints",
+    "judges",
+    "primary_judge",
+    "conditions",
+    "samples",
+    "use_cache",
+)
+
 
 def _enqueue_after_commit(task, run_id: int) -> None:
     transaction.on_commit(lambda: task.delay(run_id))
@@ -37,18 +49,7 @@ class EvaluationRunForm(forms.ModelForm):
 
     class Meta:
         model = EvaluationRun
-        fields = [
-            "name",
-            "dialogues",
-            "endpoints",
-            "judges",
-            "primary_judge",
-            "conditions",
-            "samples",
-            "use_cache",
-            "lease_seconds",
-            "notes",
-        ]
+        fields = [*RUN_DEFINITION, "lease_seconds", "notes"]
 
     def clean(self):
         data = super().clean()
@@ -70,19 +71,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and obj.status != RunStatus.QUEUED:
-            # A run's definition is frozen once it has started: results must match it.
-            return (
-                "name",
-                "dialogues",
-                "endpoints",
-                "judges",
-                "primary_judge",
-                "conditions",
-                "samples",
-                "use_cache",
-                "source",
-                "status",
-            )
+            return (*RUN_DEFINITION, "source", "status")
         return ("source", "status")
 
     def save_model(self, request, obj, form, change):

@@ -118,6 +118,17 @@ def _run_judges(run: EvaluationRun) -> list[ModelEndpoint]:
     return _judges[key]
 
 
+def _usage(result: ChatResult) -> dict:
+    """The accounting fields a cache entry and a call record share."""
+    return {
+        "input_tokens": result.input_tokens,
+        "output_tokens": result.output_tokens,
+        "reasoning_tokens": result.reasoning_tokens,
+        "latency_s": result.latency_s,
+        "request_id": result.request_id[:200],
+    }
+
+
 def _cached(key: str) -> ChatResult | None:
     hit = ResponseCacheEntry.objects.filter(key=key).first()
     if hit is None:
@@ -187,11 +198,7 @@ def cached_call(
                 key=key,
                 endpoint_name=endpoint.name,
                 text=result.text,
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
-                reasoning_tokens=result.reasoning_tokens,
-                latency_s=result.latency_s,
-                request_id=result.request_id[:200],
+                **_usage(result),
             )
         ],
         ignore_conflicts=True,  # one INSERT, no transaction of its own
@@ -203,13 +210,9 @@ def cached_call(
         endpoint=endpoint,
         purpose=purpose,
         cache_key=key,
-        input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        reasoning_tokens=result.reasoning_tokens,
-        latency_s=result.latency_s,
         attempts=result.attempts,
-        request_id=result.request_id[:200],
         cost_usd=cost,
+        **_usage(result),
     )
     return result
 

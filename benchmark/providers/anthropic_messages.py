@@ -7,7 +7,6 @@ connections), so share the provider between threads.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,7 +15,7 @@ import anthropic
 
 from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
 from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
-from benchmark.providers.retry import call_with_retries, malformed_body_error
+from benchmark.providers.retry import reject_reserved, timed_call_with_retries
 
 DEFAULT_MAX_TOKENS = 1024
 # Parameters with no Anthropic equivalent, dropped rather than sent (the API rejects unknown
@@ -66,32 +65,24 @@ class AnthropicMessagesProvider:
             request.messages, max_output_tokens=kwargs["max_tokens"]
         )
 
-        def attempt(number: int) -> ChatResult:
-            with self._limiter.acquire(estimated_tokens, sleep=self._sleep):
-                started = time.monotonic()
-                try:
-                    message = self._client.messages.create(**kwargs, timeout=timeout_s)
-                except json.JSONDecodeError:
-                    raise malformed_body_error(self.vendor) from None
-                latency_s = time.monotonic() - started
-            return self._result(message, latency_s=latency_s, attempts=number)
+        def send() -> Any:
+            return self._client.messages.create(**kwargs, timeout=timeout_s)
 
-        return call_with_retries(
-            attempt,
-            max_attempts=self.max_attempts,
+        return timed_call_with_retries(
+            send,
+            lambda response, latency_s, number: self._result(
+                response, latency_s=latency_s, attempts=number
+            ),
+            limiter=self._limiter,
+            estimated_tokens=estimated_tokens,
             sleep=self._sleep,
+            max_attempts=self.max_attempts,
             vendor=self.vendor,
             secrets=self._secrets,
         )
 
     def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
-        reserved = _RESERVED_PARAMS.intersection(params)
-        if reserved:
-            raise ProviderError(
-                f"parameter(s) {', '.join(sorted(reserved))} cannot be set in params",
-                retryable=False,
-                attempts=0,  # nothing was sent
-            )
+        reject_reserved(params, _RESERVED_PARAMS)
         extra = {k: v for k, v in params.items() if k not in _UNSUPPORTED_PARAMS}
         kwargs: dict[str, Any] = {
             "model": request.model,

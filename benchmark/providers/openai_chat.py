@@ -8,7 +8,6 @@ connection pool is what makes many concurrent calls cheap, so share the provider
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,7 +17,7 @@ from openai.types.chat import ChatCompletion
 
 from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
 from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
-from benchmark.providers.retry import call_with_retries, malformed_body_error
+from benchmark.providers.retry import reject_reserved, timed_call_with_retries
 
 # Vendor-neutral names the SDK takes as keyword arguments; any other parameter goes into the
 # body unchanged (``extra_body``), so a server's own knobs (top_k, repetition_penalty, …) work.
@@ -72,40 +71,32 @@ class OpenAIChatProvider:
             request.messages, max_output_tokens=params.get("max_tokens")
         )
 
-        def attempt(number: int) -> ChatResult:
-            with self._limiter.acquire(estimated_tokens, sleep=self._sleep):
-                started = time.monotonic()
-                try:
-                    # The SDK's own client and HTTP stack, but its generic post: the typed
-                    # create() re-walks every message through TypedDict transforms, which cost
-                    # more CPU than the rest of a call at benchmark volume (bench/pipeline.py).
-                    completion = self._client.post(
-                        "/chat/completions",
-                        body=kwargs,
-                        cast_to=ChatCompletion,
-                        options={"timeout": timeout_s},
-                    )
-                except json.JSONDecodeError:
-                    raise malformed_body_error(self.vendor) from None
-                latency_s = time.monotonic() - started
-            return self._result(completion, latency_s=latency_s, attempts=number)
+        def send() -> Any:
+            # The SDK's own client and HTTP stack, but its generic post: the typed create()
+            # re-walks every message through TypedDict transforms, which cost more CPU than the
+            # rest of a call at benchmark volume (bench/pipeline.py).
+            return self._client.post(
+                "/chat/completions",
+                body=kwargs,
+                cast_to=ChatCompletion,
+                options={"timeout": timeout_s},
+            )
 
-        return call_with_retries(
-            attempt,
-            max_attempts=self.max_attempts,
+        return timed_call_with_retries(
+            send,
+            lambda response, latency_s, number: self._result(
+                response, latency_s=latency_s, attempts=number
+            ),
+            limiter=self._limiter,
+            estimated_tokens=estimated_tokens,
             sleep=self._sleep,
+            max_attempts=self.max_attempts,
             vendor=self.vendor,
             secrets=self._secrets,
         )
 
     def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
-        reserved = _RESERVED_PARAMS.intersection(params)
-        if reserved:
-            raise ProviderError(
-                f"parameter(s) {', '.join(sorted(reserved))} cannot be set in params",
-                retryable=False,
-                attempts=0,  # nothing was sent
-            )
+        reject_reserved(params, _RESERVED_PARAMS)
         extra = dict(params)
         kwargs: dict[str, Any] = {
             "model": request.model,

@@ -19,6 +19,7 @@ text and request headers can carry the key into a logged traceback.
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import random
 import re
@@ -201,3 +202,43 @@ def _server_message(exc: Any) -> str:
     if len(message) > _MAX_SERVER_MESSAGE:
         message = message[:_MAX_SERVER_MESSAGE] + "…"
     return message
+
+
+def reject_reserved(params: Iterable[str], reserved: frozenset[str]) -> None:
+    """Parameters the provider sets itself cannot come from an endpoint's or request's params."""
+    clash = reserved.intersection(params)
+    if clash:
+        raise ProviderError(
+            f"parameter(s) {', '.join(sorted(clash))} cannot be set in params",
+            retryable=False,
+            attempts=0,  # nothing was sent
+        )
+
+
+def timed_call_with_retries(
+    send: Callable[[], Any],
+    to_result: Callable[[Any, float, int], Any],
+    *,
+    limiter: Any,
+    estimated_tokens: int,
+    sleep: Callable[[float], None],
+    max_attempts: int,
+    vendor: str,
+    secrets: Iterable[str],
+) -> Any:
+    """The attempt loop both SDK providers share: take a limiter slot for every attempt, time
+    the successful one alone (no backoff, no limiter wait), retry transient failures."""
+
+    def attempt(number: int) -> Any:
+        with limiter.acquire(estimated_tokens, sleep=sleep):
+            started = time.monotonic()
+            try:
+                response = send()
+            except json.JSONDecodeError:
+                raise malformed_body_error(vendor) from None
+            latency_s = time.monotonic() - started
+        return to_result(response, latency_s, number)
+
+    return call_with_retries(
+        attempt, max_attempts=max_attempts, sleep=sleep, vendor=vendor, secrets=secrets
+    )
