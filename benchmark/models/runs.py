@@ -228,6 +228,18 @@ class JudgeDisagreement(models.Model):
     )
     verdicts = models.JSONField(help_text="judge name → verdict")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Written by the annotation app's adjudication study; statistics' "adjudicated" verdict
+    # source takes final_verdict where it is set and the primary judge's verdict elsewhere.
+    final_verdict = models.CharField(max_length=10, choices=Verdict.choices, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="adjudications",
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution_note = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return f"disagreement on unit {self.unit_id}"
