@@ -7,15 +7,20 @@ connections), so share the provider between threads.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anthropic
 
 from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
 from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
-from benchmark.providers.retry import reject_reserved, timed_call_with_retries
+from benchmark.providers.retry import (
+    atimed_call_with_retries,
+    reject_reserved,
+    timed_call_with_retries,
+)
 
 DEFAULT_MAX_TOKENS = 1024
 # Parameters with no Anthropic equivalent, dropped rather than sent (the API rejects unknown
@@ -41,6 +46,7 @@ class AnthropicMessagesProvider:
         timeout_s: float = 120,
         max_attempts: int = 5,
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         limiter: EndpointLimiter | None = None,
         default_params: Mapping[str, Any] | None = None,
         vendor: str = "anthropic",
@@ -48,31 +54,30 @@ class AnthropicMessagesProvider:
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
         self.vendor = vendor
-        self._sleep = sleep
+        self._sleep, self._asleep = sleep, asleep
         self._limiter = limiter or EndpointLimiter()
         self._default_params = dict(default_params or {})
         self._secrets = (api_key,)
-        self._client = anthropic.Anthropic(
-            base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0
-        )
+        self._client_options = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "timeout": timeout_s,
+            "max_retries": 0,
+        }
+        self._client = anthropic.Anthropic(**self._client_options)
+        self._aclient: anthropic.AsyncAnthropic | None = None
 
     def complete(self, request: ChatRequest) -> ChatResult:
         """One message. The timeout is the tighter of the request's and the provider's;
         ``latency_s`` is that of the successful attempt alone (no backoff, no limiter wait)."""
-        kwargs = self._create_kwargs(request, {**self._default_params, **request.params})
-        timeout_s = min(request.timeout_s, self.timeout_s)
-        estimated_tokens = estimate_request_tokens(
-            request.messages, max_output_tokens=kwargs["max_tokens"]
-        )
+        kwargs, timeout_s, estimated_tokens = self._prepare(request)
 
         def send() -> Any:
             return self._client.messages.create(**kwargs, timeout=timeout_s)
 
         return timed_call_with_retries(
             send,
-            lambda response, latency_s, number: self._result(
-                response, latency_s=latency_s, attempts=number
-            ),
+            self._result,
             limiter=self._limiter,
             estimated_tokens=estimated_tokens,
             sleep=self._sleep,
@@ -80,6 +85,44 @@ class AnthropicMessagesProvider:
             vendor=self.vendor,
             secrets=self._secrets,
         )
+
+    async def acomplete(self, request: ChatRequest) -> ChatResult:
+        """``complete`` on an event loop (the SDK's async client). Call it from one event loop
+        only: the async client's connection pool belongs to the loop that first used it."""
+        kwargs, timeout_s, estimated_tokens = self._prepare(request)
+        if self._aclient is None:
+            # aiohttp under the SDK's HTTP layer, as for OpenAI (openai_chat.py says why).
+            self._aclient = anthropic.AsyncAnthropic(
+                **self._client_options, http_client=anthropic.DefaultAioHttpClient()
+            )
+        client = self._aclient
+
+        def send() -> Any:
+            return client.messages.create(**kwargs, timeout=timeout_s)
+
+        return await atimed_call_with_retries(
+            send,
+            self._result,
+            limiter=self._limiter,
+            estimated_tokens=estimated_tokens,
+            sleep=self._asleep,
+            max_attempts=self.max_attempts,
+            vendor=self.vendor,
+            secrets=self._secrets,
+        )
+
+    async def aclose(self) -> None:
+        """Close the async client's connections (call it on the loop that used them)."""
+        if self._aclient is not None:
+            await self._aclient.close()
+            self._aclient = None
+
+    def _prepare(self, request: ChatRequest) -> tuple[dict[str, Any], float, int]:
+        kwargs = self._create_kwargs(request, {**self._default_params, **request.params})
+        estimated_tokens = estimate_request_tokens(
+            request.messages, max_output_tokens=kwargs["max_tokens"]
+        )
+        return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
 
     def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
         reject_reserved(params, _RESERVED_PARAMS)
@@ -104,7 +147,7 @@ class AnthropicMessagesProvider:
             kwargs["extra_body"] = extra
         return kwargs
 
-    def _result(self, message: Any, *, latency_s: float, attempts: int) -> ChatResult:
+    def _result(self, message: Any, latency_s: float, attempts: int) -> ChatResult:
         if isinstance(message, str):
             # The SDK hands back the raw text when the response is not JSON at all.
             raise ProviderError(

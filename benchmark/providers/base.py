@@ -88,3 +88,11 @@ class ChatProvider(Protocol):
     def complete(self, request: ChatRequest) -> ChatResult:
         """One chat completion, with retries for transient failures. Raises ProviderError."""
         ...
+
+    async def acomplete(self, request: ChatRequest) -> ChatResult:
+        """``complete`` for an event loop (one loop per provider). Raises ProviderError."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what ``acomplete`` opened (on the same loop)."""
+        ...

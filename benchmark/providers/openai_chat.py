@@ -8,8 +8,9 @@ connection pool is what makes many concurrent calls cheap, so share the provider
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import openai
@@ -17,7 +18,11 @@ from openai.types.chat import ChatCompletion
 
 from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
 from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
-from benchmark.providers.retry import reject_reserved, timed_call_with_retries
+from benchmark.providers.retry import (
+    atimed_call_with_retries,
+    reject_reserved,
+    timed_call_with_retries,
+)
 
 # Vendor-neutral names the SDK takes as keyword arguments; any other parameter goes into the
 # body unchanged (``extra_body``), so a server's own knobs (top_k, repetition_penalty, …) work.
@@ -44,6 +49,7 @@ class OpenAIChatProvider:
         timeout_s: float = 120,
         max_attempts: int = 5,
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         limiter: EndpointLimiter | None = None,
         default_params: Mapping[str, Any] | None = None,
         max_tokens_param: str = "max_tokens",
@@ -52,24 +58,24 @@ class OpenAIChatProvider:
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
         self.vendor = vendor
-        self._sleep = sleep
+        self._sleep, self._asleep = sleep, asleep
         self._limiter = limiter or EndpointLimiter()
         self._default_params = dict(default_params or {})
         self._max_tokens_param = max_tokens_param
         self._secrets = (api_key,)
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0
-        )
+        self._client_options = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "timeout": timeout_s,
+            "max_retries": 0,
+        }
+        self._client = openai.OpenAI(**self._client_options)
+        self._aclient: openai.AsyncOpenAI | None = None
 
     def complete(self, request: ChatRequest) -> ChatResult:
         """One chat completion. The timeout is the tighter of the request's and the provider's;
         ``latency_s`` is that of the successful attempt alone (no backoff, no limiter wait)."""
-        params = {**self._default_params, **request.params}
-        kwargs = self._create_kwargs(request, params)
-        timeout_s = min(request.timeout_s, self.timeout_s)
-        estimated_tokens = estimate_request_tokens(
-            request.messages, max_output_tokens=params.get("max_tokens")
-        )
+        kwargs, timeout_s, estimated_tokens = self._prepare(request)
 
         def send() -> Any:
             # The SDK's own client and HTTP stack, but its generic post: the typed create()
@@ -84,9 +90,7 @@ class OpenAIChatProvider:
 
         return timed_call_with_retries(
             send,
-            lambda response, latency_s, number: self._result(
-                response, latency_s=latency_s, attempts=number
-            ),
+            self._result,
             limiter=self._limiter,
             estimated_tokens=estimated_tokens,
             sleep=self._sleep,
@@ -94,6 +98,51 @@ class OpenAIChatProvider:
             vendor=self.vendor,
             secrets=self._secrets,
         )
+
+    async def acomplete(self, request: ChatRequest) -> ChatResult:
+        """``complete`` on an event loop (the SDK's async client). Call it from one event loop
+        only: the async client's connection pool belongs to the loop that first used it."""
+        kwargs, timeout_s, estimated_tokens = self._prepare(request)
+        if self._aclient is None:
+            # aiohttp under the SDK's HTTP layer: the default async pool scans every pooled
+            # connection on each request, which dominated a worker's CPU at 64 calls in flight.
+            self._aclient = openai.AsyncOpenAI(
+                **self._client_options, http_client=openai.DefaultAioHttpClient()
+            )
+        client = self._aclient
+
+        def send() -> Any:
+            return client.post(
+                "/chat/completions",
+                body=kwargs,
+                cast_to=ChatCompletion,
+                options={"timeout": timeout_s},
+            )
+
+        return await atimed_call_with_retries(
+            send,
+            self._result,
+            limiter=self._limiter,
+            estimated_tokens=estimated_tokens,
+            sleep=self._asleep,
+            max_attempts=self.max_attempts,
+            vendor=self.vendor,
+            secrets=self._secrets,
+        )
+
+    async def aclose(self) -> None:
+        """Close the async client's connections (call it on the loop that used them)."""
+        if self._aclient is not None:
+            await self._aclient.close()
+            self._aclient = None
+
+    def _prepare(self, request: ChatRequest) -> tuple[dict[str, Any], float, int]:
+        params = {**self._default_params, **request.params}
+        kwargs = self._create_kwargs(request, params)
+        estimated_tokens = estimate_request_tokens(
+            request.messages, max_output_tokens=params.get("max_tokens")
+        )
+        return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
 
     def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
         reject_reserved(params, _RESERVED_PARAMS)
@@ -110,7 +159,7 @@ class OpenAIChatProvider:
         kwargs.update(extra)  # anything else goes into the body as it is
         return kwargs
 
-    def _result(self, completion: Any, *, latency_s: float, attempts: int) -> ChatResult:
+    def _result(self, completion: Any, latency_s: float, attempts: int) -> ChatResult:
         if isinstance(completion, str):
             # The SDK hands back the raw text when the response is not JSON at all: a web page,
             # typically, because base_url points at something that is not an API.

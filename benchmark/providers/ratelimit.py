@@ -19,6 +19,7 @@ on every machine; without it (the embedded mode: one process) in-process equival
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -349,6 +350,26 @@ class EndpointLimiter:
                 self.rate.acquire(estimated_tokens, sleep=sleep)
             if self.concurrency is not None:
                 return self.concurrency.acquire(sleep=sleep)
+        except redis.RedisError as exc:
+            raise ProviderError(
+                f"the shared rate limiter (Redis) is unavailable: {type(exc).__name__}",
+                retryable=True,
+            ) from exc
+        return Lease()
+
+    async def aacquire(self, estimated_tokens: int) -> Lease:
+        """``acquire`` for an event loop: waits with ``asyncio.sleep`` instead of blocking.
+
+        Each try is one short Redis round trip (or a lock, in-process) made on the loop; the
+        waiting between tries is where other calls run."""
+        try:
+            if self.rate is not None:
+                while (wait_s := self.rate.try_acquire(estimated_tokens)) > 0:
+                    await asyncio.sleep(wait_s)
+            if self.concurrency is not None:
+                while (lease := self.concurrency.try_acquire()) is None:
+                    await asyncio.sleep(_POLL_S)
+                return lease
         except redis.RedisError as exc:
             raise ProviderError(
                 f"the shared rate limiter (Redis) is unavailable: {type(exc).__name__}",

@@ -115,6 +115,13 @@ class ReplayProvider:
             request_id="replay-" + hashlib.sha256(repr(key).encode()).hexdigest()[:16],
         )
 
+    async def acomplete(self, request: ChatRequest) -> ChatResult:
+        """Recordings are in memory: nothing to wait for."""
+        return self.complete(request)
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
 
 def _prompt_tokens(messages: Iterable[ChatMessage]) -> int:
     return sum(estimate_tokens(message.content) for message in messages)

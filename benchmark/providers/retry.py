@@ -18,13 +18,14 @@ text and request headers can carry the key into a logged traceback.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import logging
 import random
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -88,6 +89,12 @@ def classify(exc: BaseException, *, vendor: str) -> Failure | None:
             retry_after_s=parse_retry_after(exc.response.headers),
         )
     if isinstance(exc, _TIMEOUT_ERRORS):  # before _CONNECTION_ERRORS: a subclass of it
+        refused = _connect_failure(exc)
+        if refused is not None:
+            # The SDKs' aiohttp transport reports a refused connection as a connect timeout.
+            return Failure(
+                f"{vendor} could not be reached ({type(refused).__name__}: {refused})", None, True
+            )
         return Failure(f"{vendor} did not answer before the timeout", None, True)
     if isinstance(exc, _CONNECTION_ERRORS):
         cause = exc.__cause__
@@ -95,6 +102,18 @@ def classify(exc: BaseException, *, vendor: str) -> Failure | None:
         return Failure(f"{vendor} could not be reached{reason}", None, True)
     if isinstance(exc, _VALIDATION_ERRORS):
         return Failure(f"{vendor} sent a response that does not fit its API schema", 200, True)
+    return None
+
+
+def _connect_failure(exc: BaseException) -> OSError | None:
+    """The socket error under ``exc`` (refused, reset, unreachable), if it is not a timeout."""
+    seen: set[int] = set()
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and not isinstance(cause, TimeoutError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
     return None
 
 
@@ -127,6 +146,55 @@ def backoff_s(attempt: int, *, base_s: float, cap_s: float, rng: Callable[[], fl
     return rng() * min(cap_s, base_s * 2 ** (attempt - 1))
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many attempts, how long between them; shared by the blocking and the async loop."""
+
+    max_attempts: int = 5
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    rng: Callable[[], float] = random.random
+    vendor: str = "provider"
+    secrets: tuple[str, ...] = ()
+    max_retry_after_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def wait_after(self, exc: Exception, attempt: int) -> float | None:
+        """Seconds to wait before the next attempt after ``exc`` ended attempt ``attempt``.
+        Raises ``ProviderError`` when there is no next attempt; returns None when ``exc`` is not
+        a vendor failure (a bug: the caller re-raises it)."""
+        failure = classify(exc, vendor=self.vendor)
+        if failure is None:
+            return None
+        message = redact(failure.message, self.secrets)
+        wait_s = max(
+            backoff_s(attempt, base_s=self.base_s, cap_s=self.cap_s, rng=self.rng),
+            failure.retry_after_s or 0.0,
+        )
+        waiting_too_long = (failure.retry_after_s or 0.0) > self.max_retry_after_s
+        if not failure.retryable or attempt == self.max_attempts or waiting_too_long:
+            tries = "1 attempt" if attempt == 1 else f"{attempt} attempts"
+            if waiting_too_long:
+                message += f"; it asked to retry after {failure.retry_after_s:.0f} s"
+            raise ProviderError(
+                f"{message} [{tries}]",
+                status=failure.status,
+                retryable=failure.retryable,
+                attempts=attempt,
+            ) from None
+        logger.info(
+            "attempt %d/%d failed, retrying in %.2f s: %s",
+            attempt,
+            self.max_attempts,
+            wait_s,
+            message,
+        )
+        return wait_s
+
+
 def call_with_retries(
     fn: Callable[[int], T],
     *,
@@ -145,42 +213,45 @@ def call_with_retries(
     A server that asks for a wait longer than ``max_retry_after_s`` is not waited for: the error
     is raised at once, still ``retryable``, so the caller can reschedule the whole unit instead of
     holding a worker thread for minutes."""
-    if max_attempts < 1:
-        raise ValueError("max_attempts must be at least 1")
-    secrets = tuple(secrets)
+    policy = RetryPolicy(
+        max_attempts=max_attempts,
+        base_s=base_s,
+        cap_s=cap_s,
+        rng=rng,
+        vendor=vendor,
+        secrets=tuple(secrets),
+        max_retry_after_s=max_retry_after_s,
+    )
     attempt = 0
     while True:
         attempt += 1
         try:
             return fn(attempt)
         except Exception as exc:
-            failure = classify(exc, vendor=vendor)
-            if failure is None:
+            wait_s = policy.wait_after(exc, attempt)
+            if wait_s is None:
                 raise
-            message = redact(failure.message, secrets)
-            wait_s = max(
-                backoff_s(attempt, base_s=base_s, cap_s=cap_s, rng=rng),
-                failure.retry_after_s or 0.0,
-            )
-            waiting_too_long = (failure.retry_after_s or 0.0) > max_retry_after_s
-            if not failure.retryable or attempt == max_attempts or waiting_too_long:
-                tries = "1 attempt" if attempt == 1 else f"{attempt} attempts"
-                if waiting_too_long:
-                    message += f"; it asked to retry after {failure.retry_after_s:.0f} s"
-                raise ProviderError(
-                    f"{message} [{tries}]",
-                    status=failure.status,
-                    retryable=failure.retryable,
-                    attempts=attempt,
-                ) from None
-            logger.info(
-                "attempt %d/%d failed, retrying in %.2f s: %s",
-                attempt,
-                max_attempts,
-                wait_s,
-                message,
-            )
-            sleep(wait_s)
+        sleep(wait_s)
+
+
+async def acall_with_retries(
+    fn: Callable[[int], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """The async twin of ``call_with_retries``: the same policy, waits that do not block the
+    event loop."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await fn(attempt)
+        except Exception as exc:
+            wait_s = policy.wait_after(exc, attempt)
+            if wait_s is None:
+                raise
+        await sleep(wait_s)
 
 
 def malformed_body_error(vendor: str) -> ProviderError:
@@ -242,3 +313,31 @@ def timed_call_with_retries(
     return call_with_retries(
         attempt, max_attempts=max_attempts, sleep=sleep, vendor=vendor, secrets=secrets
     )
+
+
+async def atimed_call_with_retries(
+    send: Callable[[], Awaitable[Any]],
+    to_result: Callable[[Any, float, int], Any],
+    *,
+    limiter: Any,
+    estimated_tokens: int,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    max_attempts: int,
+    vendor: str,
+    secrets: Iterable[str],
+) -> Any:
+    """``timed_call_with_retries`` on an event loop: the limiter is awaited, not slept on."""
+
+    async def attempt(number: int) -> Any:
+        lease = await limiter.aacquire(estimated_tokens)
+        with lease:
+            started = time.monotonic()
+            try:
+                response = await send()
+            except json.JSONDecodeError:
+                raise malformed_body_error(vendor) from None
+            latency_s = time.monotonic() - started
+        return to_result(response, latency_s, number)
+
+    policy = RetryPolicy(max_attempts=max_attempts, vendor=vendor, secrets=tuple(secrets))
+    return await acall_with_retries(attempt, policy, sleep=sleep)

@@ -5,9 +5,11 @@ import email.utils
 import logging
 import socket
 import time
+from dataclasses import dataclass
 
 import pytest
 
+from benchmark.evaluation import aio
 from benchmark.providers.anthropic_messages import AnthropicMessagesProvider
 from benchmark.providers.base import ChatMessage, ChatRequest, ProviderError
 from benchmark.providers.openai_chat import OpenAIChatProvider
@@ -18,12 +20,16 @@ API_KEY = "sk-test-retry-0123456789abcdef"
 
 
 class RecordingSleep:
-    """Stands in for time.sleep: remembers what it was asked, returns at once."""
+    """Stands in for time.sleep (and asyncio.sleep, as ``asleep``): remembers what it was asked,
+    returns at once."""
 
     def __init__(self) -> None:
         self.calls: list[float] = []
 
     def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+    async def asleep(self, seconds: float) -> None:
         self.calls.append(seconds)
 
 
@@ -102,17 +108,47 @@ def server():
         yield running
 
 
-@pytest.fixture(params=["openai", "anthropic"])
+@dataclass(frozen=True)
+class Vendor:
+    """Which SDK, and which of the provider's two paths: ``complete`` (blocking, as curation
+    uses it) or ``acomplete`` on the evaluation engine's event loop."""
+
+    name: str
+    mode: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@pytest.fixture(
+    params=[Vendor(name, mode) for name in ("openai", "anthropic") for mode in ("sync", "async")],
+    ids=lambda v: f"{v.name}-{v.mode}",
+)
 def vendor(request):
     return request.param
 
 
-def _provider(vendor: str, base: str | FakeVendorServer, **options):
-    if vendor == "openai":
+class OnTheLoop:
+    """``complete`` through ``acomplete`` on the event loop of aio.py, as batches call it."""
+
+    def __init__(self, provider) -> None:
+        self.provider = provider
+        aio.on_exit(provider.aclose)
+
+    def complete(self, request: ChatRequest):
+        return aio.submit(self.provider.acomplete(request)).result(timeout=30)
+
+
+def _provider(vendor: Vendor, base: str | FakeVendorServer, **options):
+    if vendor.mode == "async" and isinstance(options.get("sleep"), RecordingSleep):
+        options["asleep"] = options["sleep"].asleep
+    if vendor.name == "openai":
         url = base if isinstance(base, str) else base.openai_base_url
-        return OpenAIChatProvider(base_url=url, api_key=API_KEY, **options)
-    url = base if isinstance(base, str) else base.anthropic_base_url
-    return AnthropicMessagesProvider(base_url=url, api_key=API_KEY, **options)
+        provider = OpenAIChatProvider(base_url=url, api_key=API_KEY, **options)
+    else:
+        url = base if isinstance(base, str) else base.anthropic_base_url
+        provider = AnthropicMessagesProvider(base_url=url, api_key=API_KEY, **options)
+    return OnTheLoop(provider) if vendor.mode == "async" else provider
 
 
 def test_429_waits_at_least_as_long_as_retry_after(server, vendor):
@@ -261,7 +297,7 @@ def test_an_unreachable_server_fails_as_retryable(vendor):
     with socket.socket() as probe:  # a port nobody listens on once the probe is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
+    base = f"http://127.0.0.1:{port}" + ("/v1" if vendor.name == "openai" else "")
     provider = _provider(vendor, base, sleep=RecordingSleep(), max_attempts=2)
 
     with pytest.raises(ProviderError) as caught:
