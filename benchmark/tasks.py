@@ -10,11 +10,19 @@ from django.db import connection
 from benchmark.evaluation import engine, runs
 
 
+@shared_task(name="benchmark.run_units", acks_late=True, ignore_result=True)
+def run_units(unit_ids: list[int]) -> dict:
+    """Execute a batch of evaluation units (claim, reply, judge). Idempotent; see
+    engine.units_execute. Provider failures are recorded on the units (state error) rather
+    than retried blindly here: the provider layer already retried transient ones, and "retry
+    errors" re-enqueues."""
+    outcomes = engine.units_execute(unit_ids=unit_ids)
+    return {state: list(outcomes.values()).count(state) for state in set(outcomes.values())}
+
+
 @shared_task(name="benchmark.run_unit", acks_late=True, ignore_result=True)
 def run_unit(unit_id: int) -> str:
-    """Execute one evaluation unit (claim, reply, judge). Idempotent; see engine.unit_execute.
-    Provider failures are recorded on the unit (state error) rather than retried blindly here:
-    the provider layer already retried transient ones, and "retry errors" re-enqueues."""
+    """One unit: a batch of one (kept for messages queued by earlier versions)."""
     return engine.unit_execute(unit_id=unit_id)
 
 
@@ -41,4 +49,11 @@ def worker_health() -> dict:
 # Registered here so that Celery's autodiscovery (which imports benchmark.tasks) finds it.
 from benchmark.curation.tasks import curate_dialogue_task  # noqa: E402
 
-__all__ = ["curate_dialogue_task", "launch_run", "resume_run", "run_unit", "worker_health"]
+__all__ = [
+    "curate_dialogue_task",
+    "launch_run",
+    "resume_run",
+    "run_unit",
+    "run_units",
+    "worker_health",
+]

@@ -177,6 +177,12 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# --- Evaluation engine -----------------------------------------------------------------------
+# A run's units are executed in batches (one Celery task each); a worker process keeps at most
+# EVAL_MAX_CALLS_IN_FLIGHT provider calls in flight at once, across all its batches.
+EVAL_BATCH_SIZE = env_int("EVAL_BATCH_SIZE", 32)
+EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
+
 # --- Auth ----------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,29 +1,45 @@
-"""Executing one evaluation unit: claim it, get the model's reply, have every judge score it.
+"""Executing evaluation units: claim them, get each model's reply, have every judge score it.
 
-Idempotency contract of ``unit_execute`` (safe to call any number of times, concurrently, for the
-same unit — as Celery's at-least-once delivery will):
+Units run in **batches** (one Celery task per batch, ``settings.EVAL_BATCH_SIZE`` units). The
+thread running a batch does all the database work, a few statements per round for the whole
+batch; the provider calls themselves are coroutines on the worker process's event loop
+(``aio.py``), all in flight at once up to ``settings.EVAL_MAX_CALLS_IN_FLIGHT`` per process.
+Completed calls come back through a queue and are handled together, so the bookkeeping of a
+round of 30 completions costs about what one completion did before (bench/pipeline.py).
 
-- A unit is claimed with one conditional UPDATE (pending, or running with an expired lease, in a
-  running run); whoever does not win the claim does nothing.
-- Every write is conditioned on the claim token, so a worker that lost its lease cannot
+Idempotency contract of ``units_execute`` (safe to call any number of times, concurrently, for
+the same units — as Celery's at-least-once delivery will):
+
+- Units are claimed with one conditional UPDATE (pending, or running with an expired lease, in a
+  running run) that stamps a claim token; units another worker holds are skipped.
+- Every later write is conditioned on that token, so a worker that lost its lease cannot
   overwrite the new owner's work; judgments are unique per (unit, judge).
-- Every provider call goes through the response cache: a call that completed once is never paid
-  for again, whether the unit is retried, resumed or redelivered after a crash.
+- Every provider call goes through the response cache, and its cache row is written as soon as
+  the call returns, before anything else: a call that completed once is never paid for again,
+  whether its unit is retried, resumed or redelivered after a crash. An identical call in flight
+  elsewhere (another unit, batch or run) is awaited rather than repeated (``inflight.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
+from django.db import close_old_connections, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from benchmark.evaluation import inflight
+from benchmark.evaluation import aio, inflight
 from benchmark.evaluation.evidence import grade_evidence
 from benchmark.evaluation.judge_output import JudgeOutputError, parse_judge_output
 from benchmark.evaluation.requests import cache_key, judge_request, reply_request
@@ -40,33 +56,40 @@ from benchmark.models import (
     ProviderCall,
     ResponseCacheEntry,
     RunStatus,
+    Turn,
     UnitState,
 )
 from benchmark.providers.base import ChatProvider, ChatRequest, ChatResult, ProviderError
 from benchmark.providers.factory import provider_for
 
+logger = logging.getLogger(__name__)
+
 JUDGE_MAX_TRIES = 3
 IN_FLIGHT_POLL_S = 0.2
 LIVE_TTL_S = 1.0
 PRICE_TTL_S = 60.0
-
-
-class RunStopped(Exception):
-    """The run was cancelled (or is no longer running): make no new calls."""
+SALVAGE_S = 180.0
+"""After a failure of the batch itself, how long to keep collecting calls already in flight, so
+their (paid) results reach the cache."""
 
 
 # --- Per-process helpers ----------------------------------------------------------------------
 
-_providers: dict[tuple[int, str], ChatProvider] = {}
+_providers: dict[tuple[int, int, str], ChatProvider] = {}
 _providers_lock = threading.Lock()
 
 
 def provider_for_endpoint(endpoint: ModelEndpoint) -> ChatProvider:
     """One provider (one HTTP connection pool) per endpoint per process."""
-    key = (endpoint.pk, f"{endpoint.provider}|{endpoint.base_url}|{endpoint.api_key_env}")
+    key = (
+        os.getpid(),
+        endpoint.pk,
+        f"{endpoint.provider}|{endpoint.base_url}|{endpoint.api_key_env}",
+    )
     with _providers_lock:
         if key not in _providers:
-            _providers[key] = provider_for(endpoint)
+            provider = _providers[key] = provider_for(endpoint)
+            aio.on_exit(provider.aclose)
         return _providers[key]
 
 
@@ -82,14 +105,15 @@ def _price(model_name: str) -> ModelPrice | None:
     return price
 
 
-# --- Calls: cache, accounting, cancellation ---------------------------------------------------
-
-
-@dataclass
-class CallContext:
-    run: EvaluationRun
-    unit: EvaluationUnit
-    salt: str
+def _cost(endpoint: ModelEndpoint, result: ChatResult) -> Decimal:
+    price = _price(endpoint.model_name)
+    if price is None:
+        return Decimal(0)
+    return price.cost(
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        reasoning_tokens=result.reasoning_tokens,
+    )
 
 
 _live: dict[int, tuple[float, bool]] = {}
@@ -129,102 +153,33 @@ def _usage(result: ChatResult) -> dict:
     }
 
 
-def _cached(key: str) -> ChatResult | None:
-    hit = ResponseCacheEntry.objects.filter(key=key).first()
-    if hit is None:
-        return None
-    return ChatResult(
-        text=hit.text,
-        input_tokens=hit.input_tokens,
-        output_tokens=hit.output_tokens,
-        reasoning_tokens=hit.reasoning_tokens,
-        latency_s=0.0,
-        attempts=0,
-        request_id=hit.request_id,
+def _cached(keys: Iterable[str]) -> dict[str, ChatResult]:
+    """The cache's answers for ``keys`` (one query)."""
+    rows = ResponseCacheEntry.objects.filter(key__in=list(keys)).values_list(
+        "key", "text", "input_tokens", "output_tokens", "reasoning_tokens", "request_id"
     )
-
-
-def cached_call(
-    ctx: CallContext, endpoint: ModelEndpoint, request: ChatRequest, purpose: str
-) -> ChatResult:
-    """The call's result from the cache, or from the provider (then cached and accounted).
-
-    Never pays twice for one call: a completed call is in the cache; a call in flight elsewhere
-    (the identical request from another unit, or run) is awaited rather than repeated."""
-    key = cache_key(endpoint, request, sample_index=ctx.unit.sample_index, salt=ctx.salt)
-    while True:
-        if not _run_is_live(ctx.run.pk):  # cancel stops new calls
-            raise RunStopped
-        if inflight.claim(key, lease_s=ctx.run.lease_seconds):
-            # Ours to make — unless it completed before (a resume, a redelivery, another run).
-            hit = _cached(key)
-            if hit is None:
-                break
-            inflight.release(key)
-            return hit
-        hit = _cached(key)  # someone else is making it: their result, once it is cached
-        if hit is not None:
-            return hit
-        time.sleep(IN_FLIGHT_POLL_S)
-    try:
-        result = provider_for_endpoint(endpoint).complete(request)
-    except ProviderError as exc:
-        inflight.release(key)
-        ProviderCall.objects.create(
-            run=ctx.run,
-            unit=ctx.unit,
-            endpoint=endpoint,
-            purpose=purpose,
-            cache_key=key,
-            ok=False,
-            error=str(exc)[:2000],
-            attempts=exc.attempts,
+    return {
+        key: ChatResult(
+            text=text,
+            input_tokens=inp,
+            output_tokens=out,
+            reasoning_tokens=reasoning,
+            latency_s=0.0,
+            attempts=0,
+            request_id=request_id,
         )
-        raise
-    price = _price(endpoint.model_name)
-    cost = (
-        price.cost(
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-            reasoning_tokens=result.reasoning_tokens,
-        )
-        if price
-        else Decimal(0)
-    )
-    # Cache first: from here on a crash cannot make us pay for this call again.
-    ResponseCacheEntry.objects.bulk_create(
-        [
-            ResponseCacheEntry(
-                key=key,
-                endpoint_name=endpoint.name,
-                text=result.text,
-                **_usage(result),
-            )
-        ],
-        ignore_conflicts=True,  # one INSERT, no transaction of its own
-    )
-    inflight.release(key)
-    ProviderCall.objects.create(
-        run=ctx.run,
-        unit=ctx.unit,
-        endpoint=endpoint,
-        purpose=purpose,
-        cache_key=key,
-        attempts=result.attempts,
-        cost_usd=cost,
-        **_usage(result),
-    )
-    return result
+        for key, text, inp, out, reasoning, request_id in rows
+    }
 
 
-# --- The unit ---------------------------------------------------------------------------------
+# --- Claiming ---------------------------------------------------------------------------------
 
 
-def unit_claim(*, unit_id: int) -> tuple[EvaluationUnit, str] | None:
-    """Claim a unit for this worker. Returns (unit, token), or None when it is not ours to do.
+def units_claim(unit_ids: list[int]) -> tuple[list[EvaluationUnit], str]:
+    """Claim the units that are this worker's to run; returns them and the claim token.
 
-    The common case is one UPDATE (pending → running); a running unit whose claim is older than
-    the run's lease (its worker died) is taken over by a second, conditional UPDATE."""
+    The common case is one UPDATE (pending → running) and one SELECT; running units whose claim
+    is older than their run's lease (their worker died) are taken over by a conditional UPDATE."""
     now = timezone.now()
     token = uuid.uuid4().hex
     claim = {
@@ -233,132 +188,525 @@ def unit_claim(*, unit_id: int) -> tuple[EvaluationUnit, str] | None:
         "claimed_at": now,
         "attempts": F("attempts") + 1,
     }
-    units = EvaluationUnit.objects.filter(pk=unit_id)
+    units = EvaluationUnit.objects.filter(pk__in=unit_ids)
     won = units.filter(state=UnitState.PENDING, run__status=RunStatus.RUNNING).update(**claim)
-    if won != 1:
-        lease = units.values_list("run__lease_seconds", flat=True).first()
-        if lease is None:
-            return None
-        stale = now - timedelta(seconds=lease)
-        won = units.filter(
-            state=UnitState.RUNNING, claimed_at__lt=stale, run__status=RunStatus.RUNNING
-        ).update(**claim)
-        if won != 1:
-            return None
-    unit = EvaluationUnit.objects.select_related("run", "endpoint", "trigger__turn__dialogue").get(
-        pk=unit_id
+    if won < len(set(unit_ids)):
+        leases = set(
+            units.filter(state=UnitState.RUNNING, run__status=RunStatus.RUNNING)
+            .exclude(claim_token=token)
+            .values_list("run__lease_seconds", flat=True)
+        )
+        for lease in leases:
+            units.filter(
+                state=UnitState.RUNNING,
+                run__status=RunStatus.RUNNING,
+                run__lease_seconds=lease,
+                claimed_at__lt=now - timedelta(seconds=lease),
+            ).update(**claim)
+    claimed = list(
+        units.filter(claim_token=token).select_related("run", "endpoint", "trigger__turn__dialogue")
     )
-    _live[unit.run_id] = (time.monotonic(), True)  # the claim just saw it running
-    return unit, token
+    for unit in claimed:
+        _live[unit.run_id] = (time.monotonic(), True)  # the claim just saw it running
+    return claimed, token
 
 
-def _owned(unit: EvaluationUnit, token: str):
-    return EvaluationUnit.objects.filter(pk=unit.pk, claim_token=token, state=UnitState.RUNNING)
+# --- A batch ----------------------------------------------------------------------------------
 
 
-def _judge_one(ctx: CallContext, turns, judge: ModelEndpoint) -> None:
-    unit = ctx.unit
-    rejected: tuple[tuple[str, str], ...] = ()
-    raw = ""
-    for attempt in range(1, JUDGE_MAX_TRIES + 1):
-        request = judge_request(unit, turns, judge, rejected=rejected)
-        raw = cached_call(ctx, judge, request, CallPurpose.JUDGMENT).text
+@dataclass(eq=False)
+class _Job:
+    """One unit's way through the batch."""
+
+    unit: EvaluationUnit
+    turns: list[Turn]
+    judges: list[ModelEndpoint]
+    salt: str
+    judges_left: set[int]
+    verdicts: dict[str, str] = field(default_factory=dict)  # judge name → verdict (done ones)
+    tries: dict[int, int] = field(default_factory=dict)  # judge id → outputs asked for
+    rejected: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    outstanding: int = 0  # calls made for it that have not come back
+    error: str = ""
+    stopped: bool = False
+    finished: bool = False
+
+
+@dataclass(eq=False)
+class _Call:
+    job: _Job
+    endpoint: ModelEndpoint
+    request: ChatRequest
+    purpose: str
+    key: str
+    judge: ModelEndpoint | None = None
+
+
+# Tasks on the loop must be referenced until they finish (the loop keeps only weak references).
+_tasks: set[asyncio.Task] = set()
+
+
+class _Batch:
+    def __init__(self, units: list[EvaluationUnit], token: str) -> None:
+        self.token = token
+        self.unit_ids = [unit.pk for unit in units]
+        self.results: queue.SimpleQueue = queue.SimpleQueue()
+        self.in_flight = 0
+        self.ready: list[_Call] = []
+        self.waiting: list[_Call] = []
+        self.next_poll = 0.0
+        # Writes waiting for the next flush.
+        self.replies: list[EvaluationUnit] = []
+        self.judgments: list[Judgment] = []
+        self.disagreements: list[JudgeDisagreement] = []
+        self.done: list[int] = []
+        self.errored: list[EvaluationUnit] = []
+        self.handed_back: list[int] = []
+        self.outcomes: dict[int, str] = {}
+        self.jobs = self._jobs(units)
+
+    # -- set-up --
+
+    def _jobs(self, units: list[EvaluationUnit]) -> list[_Job]:
+        dialogue_ids = {unit.trigger.turn.dialogue_id for unit in units}
+        turns: dict[int, list[Turn]] = defaultdict(list)
+        for turn in Turn.objects.filter(dialogue_id__in=dialogue_ids).order_by(
+            "dialogue_id", "index"
+        ):
+            turns[turn.dialogue_id].append(turn)
+        # On a first claim nothing can have been judged yet; after a crash, some judge may have.
+        earlier: dict[int, list[tuple[int | None, str, str, str]]] = defaultdict(list)
+        again = [unit.pk for unit in units if unit.attempts > 1]
+        if again:
+            for unit_id, judge_id, name, state, verdict in Judgment.objects.filter(
+                unit_id__in=again
+            ).values_list("unit_id", "judge_id", "judge_name", "state", "verdict"):
+                earlier[unit_id].append((judge_id, name, state, verdict))
+        jobs = []
+        for unit in units:
+            judges = _run_judges(unit.run)
+            judged = {judge_id for judge_id, *_ in earlier[unit.pk]}
+            jobs.append(
+                _Job(
+                    unit=unit,
+                    turns=turns[unit.trigger.turn.dialogue_id],
+                    judges=judges,
+                    salt="" if unit.run.use_cache else f"run-{unit.run_id}",
+                    judges_left={judge.pk for judge in judges if judge.pk not in judged},
+                    verdicts={
+                        name: verdict
+                        for _, name, state, verdict in earlier[unit.pk]
+                        if state == JudgmentState.DONE
+                    },
+                )
+            )
+        return jobs
+
+    # -- the loop --
+
+    def run(self) -> dict[int, str]:
         try:
-            parsed = parse_judge_output(raw, reply=unit.reply)
+            for job in self.jobs:
+                self._start(job)
+            self._flush()
+            while self.ready or self.waiting or self.in_flight:
+                if self.ready:
+                    ready, self.ready = self.ready, []
+                    self._dispatch(ready)
+                if self.waiting and time.monotonic() >= self.next_poll:
+                    waiting, self.waiting = self.waiting, []
+                    self._dispatch(waiting)
+                self._flush()
+                if self.ready:
+                    continue
+                if self.in_flight:
+                    timeout = (
+                        max(0.0, self.next_poll - time.monotonic()) if self.waiting else LIVE_TTL_S
+                    )
+                    try:
+                        items = [self.results.get(timeout=timeout)]
+                    except queue.Empty:
+                        continue
+                    while True:
+                        try:
+                            items.append(self.results.get_nowait())
+                        except queue.Empty:
+                            break
+                    # One transaction per round: its cache rows, call records and states.
+                    # A bug while moving units on still commits the cache rows and call records
+                    # (what was paid for); the units' own writes are left to the hand-back.
+                    with transaction.atomic():
+                        bugs = self._complete(items)
+                        if not bugs:
+                            self._flush()
+                    if bugs:
+                        raise bugs[0]
+                elif self.waiting:
+                    time.sleep(max(0.0, self.next_poll - time.monotonic()))
+            self._flush()
+        except BaseException:
+            self._abandon()
+            raise
+        return self.outcomes
+
+    def _start(self, job: _Job) -> None:
+        if not job.unit.reply:
+            self._call(
+                job, job.unit.endpoint, reply_request(job.unit, job.turns), CallPurpose.REPLY
+            )
+        else:
+            self._start_judging(job)
+
+    def _start_judging(self, job: _Job) -> None:
+        for judge in job.judges:
+            if judge.pk in job.judges_left:
+                self._judge_call(job, judge)
+        if job.outstanding == 0:
+            self._finish(job)
+
+    def _judge_call(self, job: _Job, judge: ModelEndpoint) -> None:
+        request = judge_request(job.unit, job.turns, judge, rejected=job.rejected.get(judge.pk, ()))
+        self._call(job, judge, request, CallPurpose.JUDGMENT, judge=judge)
+
+    def _call(
+        self,
+        job: _Job,
+        endpoint: ModelEndpoint,
+        request: ChatRequest,
+        purpose: str,
+        *,
+        judge: ModelEndpoint | None = None,
+    ) -> None:
+        key = cache_key(endpoint, request, sample_index=job.unit.sample_index, salt=job.salt)
+        job.outstanding += 1
+        self.ready.append(_Call(job, endpoint, request, purpose, key, judge))
+
+    # -- making calls --
+
+    def _dispatch(self, calls: list[_Call]) -> None:
+        """Serve what the cache has; make the calls nobody else is making; wait for the rest."""
+        live: list[_Call] = []
+        for call in calls:
+            job = call.job
+            if not job.error and not job.stopped and not _run_is_live(job.unit.run_id):
+                job.stopped = True  # cancelled: no new calls
+            if job.error or job.stopped:
+                self._settle(call)
+            else:
+                live.append(call)
+        if not live:
+            return
+        keys = [call.key for call in live]
+        lease_s = max(call.job.unit.run.lease_seconds for call in live)
+        claimed = inflight.claim_many(keys, lease_s=lease_s)
+        hits = _cached(keys)
+        inflight.release_many([key for key in claimed if key in hits])
+        submit: list[tuple[_Call, ChatProvider | None, ProviderError | None]] = []
+        for call in live:
+            if call.key in hits:
+                self._resolve(call, hits[call.key], None)
+            elif call.key in claimed:
+                claimed.discard(call.key)  # the same request twice in a batch: made once
+                try:
+                    submit.append((call, provider_for_endpoint(call.endpoint), None))
+                except ProviderError as exc:  # unusable configuration: fails like a call
+                    submit.append((call, None, exc))
+            else:
+                if not self.waiting:
+                    self.next_poll = time.monotonic() + IN_FLIGHT_POLL_S
+                self.waiting.append(call)
+        if submit:
+            self.in_flight += len(submit)
+            aio.submit(self._spawn(submit))
+
+    async def _spawn(self, submit) -> None:
+        for call, provider, error in submit:
+            if error is not None:
+                self.results.put((call, None, error, None))
+                continue
+            task = asyncio.ensure_future(self._one(call, provider))
+            _tasks.add(task)
+            task.add_done_callback(_tasks.discard)
+
+    async def _one(self, call: _Call, provider: ChatProvider) -> None:
+        try:
+            async with aio.calls_slot():
+                result = await provider.acomplete(call.request)
+        except ProviderError as exc:
+            self.results.put((call, None, exc, None))
+        except BaseException as exc:  # a bug, or the loop shutting down: the batch re-raises it
+            self.results.put((call, None, None, exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            self.results.put((call, result, None, None))
+
+    # -- calls coming back --
+
+    def _complete(self, items) -> list[BaseException]:
+        """Record calls that came back and move their units on; returns the exceptions of
+        calls that failed with a bug rather than a provider error (the caller raises them)."""
+        cache_rows, call_rows, keys, bugs = [], [], [], []
+        for call, result, error, bug in items:
+            self.in_flight -= 1
+            keys.append(call.key)
+            if bug is not None:
+                bugs.append(bug)
+            elif result is not None:
+                cache_rows.append(
+                    ResponseCacheEntry(
+                        key=call.key,
+                        endpoint_name=call.endpoint.name,
+                        text=result.text,
+                        **_usage(result),
+                    )
+                )
+                call_rows.append(
+                    ProviderCall(
+                        run_id=call.job.unit.run_id,
+                        unit=call.job.unit,
+                        endpoint=call.endpoint,
+                        purpose=call.purpose,
+                        cache_key=call.key,
+                        attempts=result.attempts,
+                        cost_usd=_cost(call.endpoint, result),
+                        **_usage(result),
+                    )
+                )
+            else:
+                call_rows.append(
+                    ProviderCall(
+                        run_id=call.job.unit.run_id,
+                        unit=call.job.unit,
+                        endpoint=call.endpoint,
+                        purpose=call.purpose,
+                        cache_key=call.key,
+                        ok=False,
+                        error=str(error)[:2000],
+                        attempts=error.attempts,
+                    )
+                )
+        # Cache first: from here on a crash cannot make us pay for these calls again.
+        ResponseCacheEntry.objects.bulk_create(cache_rows, ignore_conflicts=True)
+        inflight.release_many(keys)
+        ProviderCall.objects.bulk_create(call_rows)
+        if bugs:
+            return bugs
+        try:
+            for call, result, error, _ in items:
+                self._resolve(call, result, error)
+        except Exception as exc:
+            return [exc]
+        return []
+
+    def _resolve(self, call: _Call, result: ChatResult | None, error: ProviderError | None) -> None:
+        job = call.job
+        job.outstanding -= 1
+        if error is not None:
+            job.error = job.error or str(error)
+        elif job.error or job.stopped:
+            pass  # its result is cached; a later run of the unit will use it
+        elif call.purpose == CallPurpose.REPLY:
+            self._replied(job, result)
+        else:
+            self._judged(call, result.text)
+        if job.outstanding == 0 and not job.finished:
+            self._finish(job)
+
+    def _replied(self, job: _Job, result: ChatResult) -> None:
+        if not result.text.strip():
+            job.error = "the model returned an empty reply"
+            return
+        unit = job.unit
+        unit.reply = result.text
+        unit.input_tokens = result.input_tokens
+        unit.output_tokens = result.output_tokens
+        unit.reasoning_tokens = result.reasoning_tokens
+        unit.latency_s = result.latency_s
+        self.replies.append(unit)
+        self._start_judging(job)
+
+    def _judged(self, call: _Call, raw: str) -> None:
+        job, judge = call.job, call.judge
+        tries = job.tries[judge.pk] = job.tries.get(judge.pk, 0) + 1
+        try:
+            parsed = parse_judge_output(raw, reply=job.unit.reply)
         except JudgeOutputError as exc:
-            rejected = (*rejected, (raw, str(exc)))
-            continue
-        grade = grade_evidence(parsed.evidence, unit.reply)
-        _save_judgment(
-            unit,
-            judge,
-            state=JudgmentState.DONE,
-            verdict=parsed.verdict,
-            rationale=parsed.rationale,
-            evidence=parsed.evidence,
-            raw_output=raw,
-            attempts=attempt,
-            evidence_status=EvidenceStatus.EXACT,
-            evidence_found_share=grade.found_share,
+            job.rejected[judge.pk] = (*job.rejected.get(judge.pk, ()), (raw, str(exc)))
+            if tries < JUDGE_MAX_TRIES:
+                self._judge_call(job, judge)  # ask again, telling it what was wrong
+                return
+            self.judgments.append(
+                Judgment(
+                    unit=job.unit,
+                    judge=judge,
+                    judge_name=judge.name,
+                    state=JudgmentState.JUDGE_ERROR,
+                    raw_output=raw,
+                    attempts=JUDGE_MAX_TRIES,
+                    error=f"unusable after {JUDGE_MAX_TRIES} tries: {exc}",
+                )
+            )
+            return
+        grade = grade_evidence(parsed.evidence, job.unit.reply)
+        self.judgments.append(
+            Judgment(
+                unit=job.unit,
+                judge=judge,
+                judge_name=judge.name,
+                state=JudgmentState.DONE,
+                verdict=parsed.verdict,
+                rationale=parsed.rationale,
+                evidence=parsed.evidence,
+                raw_output=raw,
+                attempts=tries,
+                evidence_status=EvidenceStatus.EXACT,
+                evidence_found_share=grade.found_share,
+            )
         )
-        return
-    _save_judgment(
-        unit,
-        judge,
-        state=JudgmentState.JUDGE_ERROR,
-        raw_output=raw,
-        attempts=JUDGE_MAX_TRIES,
-        error=f"unusable after {JUDGE_MAX_TRIES} tries: {rejected[-1][1] if rejected else ''}",
-    )
+        job.verdicts[judge.name] = parsed.verdict
 
+    def _settle(self, call: _Call) -> None:
+        """A call that will not be made (its unit failed or its run stopped)."""
+        call.job.outstanding -= 1
+        if call.job.outstanding == 0 and not call.job.finished:
+            self._finish(call.job)
 
-def _save_judgment(unit: EvaluationUnit, judge: ModelEndpoint, **fields) -> None:
-    # If another delivery of this unit judged it first, the unique key keeps its judgment.
-    Judgment.objects.bulk_create(
-        [Judgment(unit=unit, judge=judge, judge_name=judge.name, **fields)],
-        ignore_conflicts=True,
-    )
+    def _finish(self, job: _Job) -> None:
+        job.finished = True
+        unit = job.unit
+        if job.error:
+            unit.state, unit.error, unit.finished_at = (
+                UnitState.ERROR,
+                job.error[:4000],
+                timezone.now(),
+            )
+            self.errored.append(unit)
+            self.outcomes[unit.pk] = UnitState.ERROR
+        elif job.stopped:
+            self.handed_back.append(unit.pk)  # a resume picks it up again
+            self.outcomes[unit.pk] = UnitState.PENDING
+        else:
+            if len(job.judges) > 1 and len(set(job.verdicts.values())) > 1:
+                self.disagreements.append(JudgeDisagreement(unit=unit, verdicts=job.verdicts))
+            self.done.append(unit.pk)
+            self.outcomes[unit.pk] = UnitState.DONE
 
+    # -- writing --
 
-def _record_disagreement(unit: EvaluationUnit) -> None:
-    verdicts = dict(
-        Judgment.objects.filter(unit=unit, state=JudgmentState.DONE).values_list(
-            "judge_name", "verdict"
+    def _owned(self):
+        return EvaluationUnit.objects.filter(
+            pk__in=self.unit_ids, claim_token=self.token, state=UnitState.RUNNING
         )
-    )
-    if len(set(verdicts.values())) > 1:
-        JudgeDisagreement.objects.get_or_create(unit=unit, defaults={"verdicts": verdicts})
+
+    def _update_owned(self, assignments: str, rows: list[tuple]) -> None:
+        """``UPDATE unit SET <assignments> WHERE it is still ours``, once per row, as one
+        executemany (a single pipelined round trip on PostgreSQL). ``bulk_update`` would build
+        a CASE expression per row and field, which cost more CPU than the calls it recorded."""
+        table = connection.ops.quote_name(EvaluationUnit._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"UPDATE {table} SET {assignments} "  # noqa: S608 (constant SQL, values bound)
+                "WHERE id = %s AND claim_token = %s AND state = %s",
+                [(*row, self.token, UnitState.RUNNING) for row in rows],
+            )
+
+    def _flush(self) -> None:
+        """The batch's pending writes, a statement or two each, in dependency order."""
+        if self.replies:
+            self._update_owned(
+                "reply = %s, input_tokens = %s, output_tokens = %s, reasoning_tokens = %s, "
+                "latency_s = %s",
+                [
+                    (
+                        u.reply,
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.reasoning_tokens,
+                        u.latency_s,
+                        u.pk,
+                    )
+                    for u in self.replies
+                ],
+            )
+            self.replies = []
+        if self.judgments:
+            # If another delivery of a unit judged it first, the unique key keeps its judgment.
+            Judgment.objects.bulk_create(self.judgments, ignore_conflicts=True)
+            self.judgments = []
+        if self.disagreements:
+            JudgeDisagreement.objects.bulk_create(self.disagreements, ignore_conflicts=True)
+            self.disagreements = []
+        if self.done:
+            self._owned().filter(pk__in=self.done).update(
+                state=UnitState.DONE, error="", finished_at=timezone.now()
+            )
+            self.done = []
+        if self.errored:
+            finished = connection.ops.adapt_datetimefield_value(timezone.now())
+            self._update_owned(
+                "state = %s, error = %s, finished_at = %s",
+                [(UnitState.ERROR, u.error, finished, u.pk) for u in self.errored],
+            )
+            self.errored = []
+        if self.handed_back:
+            self._hand_back(self.handed_back)
+            self.handed_back = []
+
+    def _hand_back(self, unit_ids: list[int]) -> None:
+        self._owned().filter(pk__in=unit_ids).update(
+            state=UnitState.PENDING, claim_token="", claimed_at=None
+        )
+
+    def _abandon(self) -> None:
+        """The batch failed (a bug, the database gone): keep what was paid for, and give the
+        units back so that a resume can run them now rather than after their lease."""
+        deadline = time.monotonic() + SALVAGE_S
+        rows, keys = [], []
+        while self.in_flight and time.monotonic() < deadline:
+            try:
+                call, result, _, _ = self.results.get(timeout=deadline - time.monotonic())
+            except queue.Empty:
+                break
+            self.in_flight -= 1
+            keys.append(call.key)
+            if result is not None:
+                rows.append(
+                    ResponseCacheEntry(
+                        key=call.key,
+                        endpoint_name=call.endpoint.name,
+                        text=result.text,
+                        **_usage(result),
+                    )
+                )
+        try:
+            close_old_connections()
+            ResponseCacheEntry.objects.bulk_create(rows, ignore_conflicts=True)
+            inflight.release_many(keys)
+            unfinished = [job.unit.pk for job in self.jobs if not job.finished]
+            self._hand_back(unfinished)
+        except Exception:
+            logger.exception(
+                "batch of units %s: could not save its state after a failure", self.unit_ids
+            )
+
+
+def units_execute(*, unit_ids: list[int]) -> dict[int, str]:
+    """Run units to the end (see the module docstring for the idempotency contract). Returns
+    each claimed unit's state afterwards (done, error, or pending when its run was stopped);
+    units that were not ours to run are left out."""
+    units, token = units_claim(list(unit_ids))
+    if not units:
+        return {}
+    outcomes = _Batch(units, token).run()
+    for run_id in sorted({unit.run_id for unit in units}):
+        run_finish_if_complete(run_id=run_id)
+    return outcomes
 
 
 def unit_execute(*, unit_id: int) -> str:
-    """Run one unit to the end (see the module docstring for the idempotency contract).
-    Returns the unit's state afterwards, or "skipped" when it was not ours to run."""
-    claim = unit_claim(unit_id=unit_id)
-    if claim is None:
-        return "skipped"
-    unit, token = claim
-    run = unit.run
-    ctx = CallContext(run=run, unit=unit, salt="" if run.use_cache else f"run-{run.pk}")
-    turns = list(unit.trigger.turn.dialogue.turns.order_by("index"))
-    try:
-        if not unit.reply:
-            result = cached_call(ctx, unit.endpoint, reply_request(unit, turns), CallPurpose.REPLY)
-            if not result.text.strip():
-                raise ProviderError("the model returned an empty reply", retryable=False)
-            unit.reply = result.text
-            _owned(unit, token).update(
-                reply=result.text,
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
-                reasoning_tokens=result.reasoning_tokens,
-                latency_s=result.latency_s,
-            )
-        judges = _run_judges(run)
-        # On a first claim nothing can have been judged yet; after a crash, some judge may have.
-        done_judges = (
-            set(Judgment.objects.filter(unit=unit).values_list("judge_id", flat=True))
-            if unit.attempts > 1
-            else set()
-        )
-        for judge in judges:
-            if judge.pk not in done_judges:
-                _judge_one(ctx, turns, judge)
-        if len(judges) > 1:
-            _record_disagreement(unit)
-    except RunStopped:
-        # Hand the unit back; a resume picks it up again.
-        _owned(unit, token).update(state=UnitState.PENDING, claim_token="", claimed_at=None)
-        run_finish_if_complete(run_id=run.pk)
-        return UnitState.PENDING
-    except ProviderError as exc:
-        _owned(unit, token).update(
-            state=UnitState.ERROR, error=str(exc)[:4000], finished_at=timezone.now()
-        )
-        run_finish_if_complete(run_id=run.pk)
-        return UnitState.ERROR
-    _owned(unit, token).update(state=UnitState.DONE, error="", finished_at=timezone.now())
-    run_finish_if_complete(run_id=run.pk)
-    return UnitState.DONE
+    """One unit (a batch of one). Returns its state afterwards, or "skipped"."""
+    return units_execute(unit_ids=[unit_id]).get(unit_id, "skipped")
 
 
 def run_finish_if_complete(*, run_id: int) -> None:

@@ -49,3 +49,25 @@ def release(key: str) -> None:
         _redis().delete(_PREFIX + key)
     else:
         CallInFlight.objects.filter(key=key).delete()
+
+
+def claim_many(keys: list[str], *, lease_s: int) -> set[str]:
+    """``claim`` for many keys: the ones this caller now holds. With Redis, one round trip;
+    a key listed twice is claimed once (the second ``SET NX`` finds the first)."""
+    if not keys:
+        return set()
+    if settings.REDIS_URL:
+        pipe = _redis().pipeline(transaction=False)
+        for key in keys:
+            pipe.set(_PREFIX + key, b"1", nx=True, ex=max(1, lease_s))
+        return {key for key, won in zip(keys, pipe.execute(), strict=True) if won}
+    return {key for key in dict.fromkeys(keys) if claim(key, lease_s=lease_s)}
+
+
+def release_many(keys: list[str]) -> None:
+    if not keys:
+        return
+    if settings.REDIS_URL:
+        _redis().delete(*(_PREFIX + key for key in keys))
+    else:
+        CallInFlight.objects.filter(key__in=keys).delete()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
@@ -93,13 +94,14 @@ def run_units_create(*, run: EvaluationRun) -> int:
 
 
 def _enqueue(unit_ids: list[int]) -> None:
-    """One task per unit, published through a single broker connection and producer (a
-    fresh one per message costs milliseconds each, which at 10,000 units is a minute)."""
-    from benchmark.tasks import run_unit
+    """One task per batch of ``settings.EVAL_BATCH_SIZE`` units, published through a single
+    broker connection and producer (a fresh one per message costs milliseconds each)."""
+    from benchmark.tasks import run_units
 
-    with run_unit.app.producer_or_acquire() as producer:
-        for unit_id in unit_ids:
-            run_unit.apply_async((unit_id,), producer=producer)
+    size = settings.EVAL_BATCH_SIZE
+    with run_units.app.producer_or_acquire() as producer:
+        for start in range(0, len(unit_ids), size):
+            run_units.apply_async((unit_ids[start : start + size],), producer=producer)
 
 
 def run_launch(*, run_id: int) -> int:
