@@ -110,13 +110,23 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=16)
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
-    parser.add_argument("--threads", type=int, default=32, help="threads per worker")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="Celery threads (batches at once) per worker"
+    )
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=32,
+        help="calls in flight per worker (EVAL_MAX_CALLS_IN_FLIGHT); "
+        "concurrency = workers x in-flight",
+    )
+    parser.add_argument("--batch-size", type=int, default=32, help="units per task")
     parser.add_argument(
         "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_bench"
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
     args = parser.parse_args()
-    concurrency = args.workers * args.threads
+    concurrency = args.workers * args.in_flight
     queue = "bench-pipeline"
 
     _ensure_database(args.database_url)
@@ -125,6 +135,8 @@ def main() -> None:
         "DATABASE_URL": args.database_url,
         "REDIS_URL": args.redis_url,
         "LOG_LEVEL": "WARNING",
+        "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
+        "EVAL_BATCH_SIZE": str(args.batch_size),
     }
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
@@ -136,6 +148,7 @@ def main() -> None:
     import redis
     from corpus_import import generate_corpus
 
+    import benchmark.tasks  # noqa: F401  (imported already in a worker that launches a run)
     from benchmark.corpus.importer import corpus_import
     from benchmark.evaluation import runs
     from benchmark.models import (
@@ -233,7 +246,11 @@ def main() -> None:
         ("calls (paid)", calls),
         ("failed calls", failed_calls),
         ("server requests", served),
-        ("concurrency", f"{args.workers} workers x {args.threads} threads = {concurrency}"),
+        (
+            "concurrency",
+            f"{args.workers} workers x {args.in_flight} calls in flight = {concurrency}",
+        ),
+        ("batches", f"{args.batch_size} units per task, {args.threads} tasks at once per worker"),
         ("latency per call", f"{args.latency_ms:.0f} ms"),
         ("enqueue", f"{enqueued_s:.1f} s"),
         ("wall", f"{wall:.1f} s"),
