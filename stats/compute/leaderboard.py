@@ -149,3 +149,35 @@ def leaderboard(
         return (-overall if overall == overall else 1.0, model)  # NaN last
 
     return [row for model in sorted(by_model, key=rank) for row in by_model[model]]
+
+
+def score_matrix(
+    *,
+    models: np.ndarray,
+    trigger_types: np.ndarray,
+    verdicts: np.ndarray,
+    metric: str = "weighted",
+) -> tuple[list[str], list[str], np.ndarray]:
+    """Point estimates only: models × (ALL, then each trigger type present) of the weighted
+    score (``metric="weighted"``) or the pass rate (``"pass"``); NaN where a model has no scored
+    reply of a type. For rankings and correlations, where no CI is needed."""
+    models = np.asarray(models)
+    trigger_types = np.asarray(trigger_types)
+    verdicts = np.asarray(verdicts)
+    scored = verdicts >= 0
+    if metric == "weighted":
+        value = np.where(verdicts == PASS, 1.0, np.where(verdicts == PARTIAL, 0.5, 0.0))
+    elif metric == "pass":
+        value = (verdicts == PASS).astype(float)
+    else:
+        raise ValueError(f"unknown metric {metric!r}")
+    names = np.unique(models).tolist()
+    types = [ALL] + [t for t in TYPE_ORDER if np.any(trigger_types == t)]
+    out = np.full((len(names), len(types)), np.nan)
+    _, model_index = np.unique(models, return_inverse=True)
+    for j, trigger_type in enumerate(types):
+        mask = scored if trigger_type == ALL else scored & (trigger_types == trigger_type)
+        n = np.bincount(model_index[mask], minlength=len(names))
+        total = np.bincount(model_index[mask], weights=value[mask], minlength=len(names))
+        out[:, j] = safe_ratio(total, n)
+    return [str(n) for n in names], types, out

@@ -162,3 +162,19 @@ def test_seed_changes_the_draws_but_not_the_estimates():
     )
     assert a[0].scores.pass_rate == b[0].scores.pass_rate
     assert a[0].scores.pass_ci != b[0].scores.pass_ci
+
+
+def test_score_matrix_agrees_with_the_leaderboard(table_1_rows):
+    from stats.compute.leaderboard import score_matrix
+
+    models, types, _, verdicts = _replies(TABLE_1)
+    names, columns, weighted = score_matrix(models=models, trigger_types=types, verdicts=verdicts)
+    _, _, passed = score_matrix(
+        models=models, trigger_types=types, verdicts=verdicts, metric="pass"
+    )
+    assert columns == ["ALL", "EMERGENT", "CRITICAL", "RECOVERY"]
+    for i, model in enumerate(names):
+        for j, trigger_type in enumerate(columns):
+            scores = table_1_rows[(model, trigger_type)]
+            assert weighted[i, j] == pytest.approx(scores.weighted_score)
+            assert passed[i, j] == pytest.approx(scores.pass_rate)
