@@ -81,7 +81,8 @@ def _read(stream: IO[bytes]) -> tuple[list[str], list[tuple[int, list[str]]]]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ScoresImportError([ScoreError(1, "", f"the file is not UTF-8 text ({exc.reason})")])
+        error = ScoreError(1, "", f"the file is not UTF-8 text ({exc.reason})")
+        raise ScoresImportError([error]) from exc
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader, None)
