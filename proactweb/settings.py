@@ -230,12 +230,13 @@ if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- REST API ------------------------------------------------------------------------------
-# Session auth for the browser, a token (``manage.py drf_create_token USER``) for scripts; each
-# view states who may read it (researchers and admins).
+# A token (``manage.py drf_create_token USER``) for scripts, the session for the browser; each
+# view states who may read it (researchers and admins). Token first, so that a request without
+# credentials gets 401 with ``WWW-Authenticate: Token``.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -246,10 +247,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Statistics tables (JSON or CSV) and raw exports for researchers.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    # Swagger UI and Redoc from the sidecar package: nothing is fetched from a CDN.
+    # Swagger UI from the sidecar package: nothing is fetched from a CDN. (Not Redoc: its page
+    # loads Google Fonts.)
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

@@ -185,8 +185,8 @@ class RawExportView(APIView):
     )
     def get(self, request, name: str, fmt: str):
         export = exports.RAW_EXPORTS.get(name)
-        if export is None:
-            raise NotFound(f"no raw export {name!r}")
+        if export is None or fmt not in self.content_types:
+            raise NotFound(f"no raw export {name}.{fmt}")
         filters = {}
         if request.query_params.get("run"):
             try:

@@ -1,5 +1,5 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from stats import api
 
@@ -22,12 +22,5 @@ urlpatterns = [
             url_name="stats_api:schema", permission_classes=[api.IsStaffLike]
         ),
         name="docs",
-    ),
-    path(
-        "redoc/",
-        SpectacularRedocView.as_view(
-            url_name="stats_api:schema", permission_classes=[api.IsStaffLike]
-        ),
-        name="redoc",
     ),
 ]

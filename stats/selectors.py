@@ -13,7 +13,7 @@ structures from its own models through ``study_label_matrix`` / ``study_preferen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -84,6 +84,8 @@ class TableRequest:
     study: int | None = None
     release_dir: Path | None = None
     seed: int = DEFAULT_SEED
+    # The run's replies, fetched once however many tables of one request need them.
+    replies_cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def params(self) -> dict:
         out: dict = {"seed": self.seed}
@@ -215,9 +217,11 @@ def _require_run(request: TableRequest) -> EvaluationRun:
 
 
 def _replies(request: TableRequest) -> RunReplies:
-    return run_replies(
-        run=_require_run(request), verdicts=request.verdicts, condition=request.condition
-    )
+    if "replies" not in request.replies_cache:
+        request.replies_cache["replies"] = run_replies(
+            run=_require_run(request), verdicts=request.verdicts, condition=request.condition
+        )
+    return request.replies_cache["replies"]
 
 
 # --- Run tables -------------------------------------------------------------------------------
