@@ -106,7 +106,7 @@ def test_ci_bars_geometry_and_missing_values():
     plot_w = charts.WIDTH - charts.LABEL_W - charts.RIGHT_PAD
     (bar,) = [s for s in chart.shapes if s.kind == "rect"]
     assert bar.x == charts.LABEL_W and bar.w == pytest.approx(0.5 * plot_w)
-    assert "a: 50.0% [40.0%, 60.0%]" == bar.title
+    assert bar.title == "a: 50.0% [40.0%, 60.0%]"
     assert any(s.kind == "text" and s.text == "no data" for s in chart.shapes)
     assert any(
         s.css == "reference" and s.x == pytest.approx(charts.LABEL_W + 0.5 * plot_w)
