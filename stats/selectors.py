@@ -248,9 +248,11 @@ def leaderboard_table(request: TableRequest) -> tables.Table:
     )
 
 
-def judge_matrix(*, run: EvaluationRun, condition: str) -> tuple[RunReplies, list[str], np.ndarray]:
-    """Every reply and every judge's verdict on it: units × judges codes (-1: none). 3 queries."""
-    replies = _replies_from_rows(_units(run, condition))
+def judge_matrix(
+    *, replies: RunReplies, run: EvaluationRun, condition: str
+) -> tuple[list[str], np.ndarray]:
+    """Every judge's verdict on every one of ``replies``: units × judges codes (-1: none).
+    2 queries."""
     judges = run_judge_names(run)
     by_judge: dict[str, list] = {name: [] for name in judges}
     for unit_id, judge_name, verdict in Judgment.objects.filter(
@@ -263,12 +265,13 @@ def judge_matrix(*, run: EvaluationRun, condition: str) -> tuple[RunReplies, lis
         column = np.full(replies.unit_id.size, -1, dtype=np.int64)
         _verdicts_into(replies.unit_id, by_judge[name], column)
         matrix[:, j] = column
-    return replies, judges, matrix
+    return judges, matrix
 
 
 def judge_agreement_table(request: TableRequest) -> tables.Table:
     run = _require_run(request)
-    replies, judges, matrix = judge_matrix(run=run, condition=request.condition)
+    replies = _replies(request)  # the units; their verdicts are not used here
+    judges, matrix = judge_matrix(replies=replies, run=run, condition=request.condition)
     rows = []
     types = [ALL] + [t for t in TYPE_ORDER if np.any(replies.trigger_type == t)]
     for trigger_type in types:

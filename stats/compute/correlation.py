@@ -3,7 +3,8 @@
 For each (trigger type, benchmark): Pearson r over the models that have both scores, two-sided
 p (``scipy.stats.pearsonr``), a 95% CI by Fisher's z (``tanh(atanh r ± z_crit / sqrt(n − 3))``,
 needs n ≥ 4), and the Holm–Bonferroni adjusted p within the trigger type's family (its tests
-against every benchmark; ``statsmodels.stats.multitest.multipletests``). Then the mean r per
+against every benchmark; ``holm`` below — statsmodels' ``multipletests`` gives the same numbers,
+the tests check it, but it runs a full garbage collection on every call). Then the mean r per
 trigger type over its benchmarks, with a percentile CI from resampling *models* (1,000 seeded
 resamples; a resample where a correlation is undefined leaves that benchmark out of its mean).
 """
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as scipy_stats
-from statsmodels.stats.multitest import multipletests
 
 from stats.compute.resampling import (
     CONFIDENCE,
@@ -67,6 +67,18 @@ def _resampled_r(x: np.ndarray, y: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm–Bonferroni step-down adjusted p: with p sorted ascending, the i-th (0-based) is
+    ``max_{j ≤ i} min(1, (m − j) · p_(j))``; returned in the input order."""
+    p_values = np.asarray(p_values, dtype=float)
+    m = p_values.size
+    order = np.argsort(p_values, kind="stable")
+    stepped = np.minimum(1.0, (m - np.arange(m)) * p_values[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(stepped)
+    return adjusted
+
+
 @dataclass(frozen=True)
 class CorrelationRow:
     trigger_type: str
@@ -107,7 +119,7 @@ def benchmark_correlations(
         tested = [i for i, c in enumerate(family) if not np.isnan(c.p_value)]
         adjusted = np.full(len(family), np.nan)
         if tested:
-            adjusted[tested] = multipletests([family[i].p_value for i in tested], method="holm")[1]
+            adjusted[tested] = holm(np.array([family[i].p_value for i in tested]))
         rows += [
             CorrelationRow(type_name, benchmark_names[b], family[b], float(adjusted[b]))
             for b in range(len(benchmark_names))

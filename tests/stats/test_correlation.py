@@ -2,8 +2,9 @@ import math
 
 import numpy as np
 import pytest
+from statsmodels.stats.multitest import multipletests
 
-from stats.compute.correlation import benchmark_correlations, pearson_with_fisher_ci
+from stats.compute.correlation import benchmark_correlations, holm, pearson_with_fisher_ci
 
 
 def test_pearson_and_fisher_ci_by_hand():
@@ -61,3 +62,9 @@ def test_holm_within_each_trigger_type_and_mean_r():
     assert by_type["CRITICAL"].mean_r == pytest.approx(np.mean(critical))
     assert by_type["CRITICAL"].ci[0] < by_type["CRITICAL"].mean_r < by_type["CRITICAL"].ci[1]
     assert by_type["CRITICAL"].mean_r > 0.6 > abs(by_type["RECOVERY"].mean_r)
+
+
+def test_holm_matches_statsmodels():
+    p = np.array([0.01, 0.04, 0.03, 0.2, 0.001, 0.04])
+    assert holm(p) == pytest.approx(multipletests(p, method="holm")[1])
+    assert holm(p).tolist() == pytest.approx(list(_holm(p)))
