@@ -24,6 +24,8 @@ from datetime import datetime
 from itertools import islice
 from typing import Any
 
+import numpy as np
+
 from benchmark.models import Judgment
 from stats.tables import Column, Table
 
@@ -31,7 +33,13 @@ CHUNK_ROWS = 500
 DB_CHUNK = 2000
 
 
+def _plain(value: Any) -> Any:
+    """NumPy scalars as Python ones (``repr(np.float64(1.0))`` is not ``1.0``)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def csv_value(value: Any) -> str:
+    value = _plain(value)
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -44,6 +52,7 @@ def csv_value(value: Any) -> str:
 
 
 def json_value(value: Any) -> Any:
+    value = _plain(value)
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, datetime):

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from stats.compute.correlation import CorrelationRow, MeanCorrelationRow
 from stats.compute.disclosure import DisclosureRow
 from stats.compute.failure_modes import FailureModeRow
@@ -58,6 +60,8 @@ class Table:
 
 
 def json_value(value: Any) -> Any:
+    if isinstance(value, np.generic):  # NumPy scalars as Python ones
+        value = value.item()
     if isinstance(value, float) and math.isnan(value):
         return None
     return value

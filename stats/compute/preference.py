@@ -163,8 +163,8 @@ def preference_by_annotator(
                 annotator_id=str(annotator),
                 n_judgements=int(mine.choice.size),
                 n_ties=int(mine.choice.size - n_decided),
-                injected_rate=wins.sum() / n_decided if n_decided else float("nan"),
-                left_share=left.sum() / n_decided if n_decided else float("nan"),
+                injected_rate=float(wins.sum() / n_decided) if n_decided else float("nan"),
+                left_share=float(left.sum() / n_decided) if n_decided else float("nan"),
                 median_seconds=float(np.median(seconds)) if seconds.size else float("nan"),
                 excluded=annotator in excluded_annotators,
             )

@@ -227,3 +227,15 @@ def test_nan_is_null_in_json(demo_run, client_for, researcher):
     # a model that never passes has a constant outcome: its slope's p is undefined
     assert any(r["slope_p"] is None for r in rows)
     assert not any(isinstance(v, float) and math.isnan(v) for r in rows for v in r.values())
+
+
+def test_numpy_scalars_are_written_as_plain_numbers():
+    import numpy as np
+
+    from stats.exports import csv_value, json_value
+    from stats.tables import json_value as table_json_value
+
+    assert csv_value(np.float64(0.25)) == "0.25" and csv_value(np.int64(3)) == "3"
+    assert csv_value(np.float64("nan")) == "" and csv_value(np.bool_(True)) == "true"
+    assert json.dumps([json_value(np.int64(3)), table_json_value(np.float64(0.5))]) == "[3, 0.5]"
+    assert table_json_value(np.float64("nan")) is None

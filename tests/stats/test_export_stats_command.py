@@ -79,5 +79,13 @@ def test_study_tables_from_the_release_human_eval_files(tmp_path, db):
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert [r["group"] for r in rows] == ["ALL", "RECOVERY", "EMERGENT"]
     assert rows[0]["n_ratings"] == "8" and rows[0]["majority_PASS_judge_PARTIAL"] == "2"
+    text, _ = _run("preference-raters", "--release-dir", str(tmp_path))
+    raters = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert [
+        (r["annotator"], float(r["injected_rate"]), float(r["median_seconds"])) for r in raters
+    ] == [
+        ("P03", 1.0, 235.0),
+        ("P08", 1.0, 125.0),
+    ]
     with pytest.raises(CommandError, match="no human_eval folder"):
         _run("preference", "--release-dir", str(tmp_path / "nowhere"))
