@@ -80,8 +80,13 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "benchmark",
     "annotation",
+    "stats",
 ]
 
 MIDDLEWARE = [
@@ -229,6 +234,30 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- REST API ------------------------------------------------------------------------------
+# A token (``manage.py drf_create_token USER``) for scripts, the session for the browser; each
+# view states who may read it (researchers and admins). Token first, so that a request without
+# credentials gets 401 with ``WWW-Authenticate: Token``.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ProactBench Workbench API",
+    "DESCRIPTION": "Statistics tables (JSON or CSV) and raw exports for researchers.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the sidecar package: nothing is fetched from a CDN. (Not Redoc: its page
+    # loads Google Fonts.)
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
 
 LOGGING = {
     "version": 1,

@@ -15,5 +15,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("corpus/", include("benchmark.urls")),
     path("annotate/", include("annotation.urls")),
+    path("stats/", include("stats.urls")),
+    path("api/v1/", include("stats.api_urls")),
     path("admin/", admin.site.urls),
 ]

@@ -6,6 +6,7 @@ from django.db import transaction
 
 from annotation.roles import ANNOTATOR, RESEARCHER
 from benchmark.corpus.importer import corpus_import
+from benchmark.evaluation.demo_run import demo_run_load
 from benchmark.models import ModelEndpoint, Provider
 
 DEMO_DIR = settings.BASE_DIR / "benchmark" / "demo_data"
@@ -32,7 +33,8 @@ DEMO_ENDPOINTS = (
 class Command(BaseCommand):
     help = (
         "Load the hand-written demo corpus, replay endpoints for the demo models and judges, "
-        "and demo logins (admin, researcher, two annotators). Safe to run again."
+        "a completed run of their recorded replies and verdicts, and demo logins (admin, "
+        "researcher, two annotators). Safe to run again."
     )
 
     def add_arguments(self, parser):
@@ -56,6 +58,8 @@ class Command(BaseCommand):
                 },
             )
         self.stdout.write(f"Replay endpoints: {len(DEMO_ENDPOINTS)}")
+        run = demo_run_load()
+        self.stdout.write(f"Demo run: {run.name} (run {run.pk}, {run.units.count()} replies)")
         if no_users:
             return
         self.stdout.write("Demo logins (local trial only):")

@@ -1,0 +1,200 @@
+"""REST API for researchers: every statistics table as JSON or CSV, and the raw exports as
+streamed CSV or JSONL. Session auth (the browser) or token auth (scripts: ``Authorization:
+Token <key>``, keys from ``manage.py drf_create_token USER`` or the admin). Researchers and
+admins only; anyone else who is logged in gets 404, as on the staff pages.
+"""
+
+from __future__ import annotations
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.permissions import BasePermission
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.roles import is_staff_like
+from benchmark.models import Condition, EvaluationRun
+from stats import exports, selectors, tables
+from stats.compute.resampling import DEFAULT_SEED
+
+
+class IsStaffLike(BasePermission):
+    """Researchers and admins. A logged-in annotator or outsider gets 404 (not 403), so the API
+    does not tell them which URLs exist; the anonymous get 401/403 as usual."""
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        if not is_staff_like(request.user):
+            raise NotFound()
+        return True
+
+
+class TableCSVRenderer(BaseRenderer):
+    """A table (``Table.as_json()``) as RFC 4180 CSV; an error as a one-column CSV."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if isinstance(data, dict) and "columns" in data and "rows" in data:
+            names = data["columns"]
+            rows = ([row.get(n) for n in names] for row in data["rows"])
+        else:
+            names, rows = ["detail"], [[str(data.get("detail", data))]]
+        return "".join(exports.csv_chunks(names, rows)).encode("utf-8")
+
+
+class TableQuerySerializer(serializers.Serializer):
+    run = serializers.IntegerField(
+        required=False, help_text="Evaluation run id (default: the newest finished run)."
+    )
+    verdicts = serializers.CharField(
+        required=False,
+        default="primary",
+        help_text="Verdict source: primary, adjudicated, or a judge's handle.",
+    )
+    condition = serializers.ChoiceField(
+        choices=Condition.choices, required=False, default=Condition.VANILLA
+    )
+    study = serializers.IntegerField(
+        required=False, help_text="Annotation study id (human-study tables)."
+    )
+    seed = serializers.IntegerField(
+        required=False, default=DEFAULT_SEED, help_text="Base seed of the bootstraps."
+    )
+
+    def to_request(self) -> selectors.TableRequest:
+        data = self.validated_data
+        if "run" in data:
+            run = EvaluationRun.objects.filter(pk=data["run"]).first()
+            if run is None:
+                raise NotFound(f"no run {data['run']}")
+        else:
+            run = selectors.default_run()
+        return selectors.TableRequest(
+            run=run,
+            verdicts=selectors.VerdictSource.parse(data["verdicts"]),
+            condition=data["condition"],
+            study=data.get("study"),
+            seed=data["seed"],
+        )
+
+
+class TableView(APIView):
+    """One statistics table; subclassed once per table below (so each has its own schema)."""
+
+    permission_classes = [IsStaffLike]
+    renderer_classes = [JSONRenderer, TableCSVRenderer]
+    table_name = ""
+
+    def get(self, request):
+        query = TableQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            table = selectors.stats_table(self.table_name, query.to_request())
+        except selectors.StatsInputError as exc:
+            raise ParseError(str(exc)) from exc
+        response = Response(table.as_json())
+        if getattr(request.accepted_renderer, "format", "") == "csv":
+            response["Content-Disposition"] = f'attachment; filename="{self.table_name}.csv"'
+        return response
+
+
+_FIELD = {
+    "str": lambda help_text: serializers.CharField(help_text=help_text, allow_null=True),
+    "int": lambda help_text: serializers.IntegerField(help_text=help_text, allow_null=True),
+    "float": lambda help_text: serializers.FloatField(help_text=help_text, allow_null=True),
+    "bool": lambda help_text: serializers.BooleanField(help_text=help_text),
+}
+
+
+def _response_schema(spec: tables.TableSpec):
+    row_list = inline_serializer(
+        name=f"{spec.name.title().replace('-', '')}Row",
+        fields={c.name: _FIELD[c.kind](c.description) for c in spec.columns},
+        many=True,
+    )
+    return inline_serializer(
+        name=f"{spec.name.title().replace('-', '')}Table",
+        fields={
+            "table": serializers.CharField(),
+            "title": serializers.CharField(),
+            "params": serializers.DictField(help_text="What the table was computed from."),
+            "columns": serializers.ListField(child=serializers.CharField()),
+            "rows": row_list,
+            "notes": serializers.ListField(child=serializers.CharField()),
+        },
+    )
+
+
+def _table_view(spec: tables.TableSpec) -> type[TableView]:
+    def get(self, request):  # a function of its own, so that each table has its own schema
+        return TableView.get(self, request)
+
+    get = extend_schema(
+        operation_id=f"table_{spec.name.replace('-', '_')}",
+        summary=spec.title,
+        description=spec.description
+        + " JSON by default; ?format=csv (or Accept: text/csv) for CSV.",
+        parameters=[TableQuerySerializer],
+        responses={
+            (200, "application/json"): _response_schema(spec),
+            (200, "text/csv"): OpenApiTypes.STR,
+        },
+        tags=["statistics"],
+    )(get)
+    name = f"{spec.name.title().replace('-', '')}TableView"
+    return type(name, (TableView,), {"table_name": spec.name, "get": get})
+
+
+TABLE_VIEWS = {name: _table_view(spec) for name, spec in tables.SPECS.items()}
+
+
+class AnyMediaRenderer(JSONRenderer):
+    """Lets a client that asks for CSV or JSONL reach the streaming view (whose response is not
+    rendered); errors still come back as JSON."""
+
+    media_type = "*/*"
+    format = "any"
+
+
+class RawExportView(APIView):
+    """A raw export, streamed. ``?run=ID`` limits it to one run."""
+
+    permission_classes = [IsStaffLike]
+    renderer_classes = [JSONRenderer, AnyMediaRenderer]
+    export_name = ""
+    content_types = {"csv": "text/csv; charset=utf-8", "jsonl": "application/jsonl; charset=utf-8"}
+
+    @extend_schema(
+        summary="Raw export, streamed (CSV or JSONL)",
+        parameters=[
+            OpenApiParameter("run", OpenApiTypes.INT, description="Only this run."),
+        ],
+        responses={
+            (200, "text/csv"): OpenApiTypes.STR,
+            (200, "application/jsonl"): OpenApiTypes.STR,
+        },
+        tags=["exports"],
+    )
+    def get(self, request, name: str, fmt: str):
+        export = exports.RAW_EXPORTS.get(name)
+        if export is None or fmt not in self.content_types:
+            raise NotFound(f"no raw export {name}.{fmt}")
+        filters = {}
+        if request.query_params.get("run"):
+            try:
+                filters["run"] = int(request.query_params["run"])
+            except ValueError as exc:
+                raise ParseError("run must be an integer") from exc
+        writer = exports.csv_chunks if fmt == "csv" else exports.jsonl_chunks
+        chunks = (text.encode("utf-8") for text in writer(export.header, export.rows(filters)))
+        response = StreamingHttpResponse(chunks, content_type=self.content_types[fmt])
+        response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
+        return response

@@ -1,0 +1,262 @@
+"""Server-side SVG charts: the geometry is computed here, the markup is drawn by
+``templates/components/svg_chart.html`` (so every label is escaped by the template engine).
+Nothing is fetched from anywhere at run time.
+
+A ``Chart`` is a list of shapes in a fixed-size view box; the builders below make the four
+kinds the dashboard uses: CI bars (leaderboard, preference), grouped CI bars (phase breakdown),
+stacked shares (failure modes) and a scatter with CI whiskers (style sensitivity).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+WIDTH = 640
+LABEL_W = 170
+RIGHT_PAD = 56
+ROW_H = 22
+TOP = 26
+
+
+@dataclass(frozen=True)
+class Shape:
+    kind: str  # rect, line, text, circle
+    x: float = 0
+    y: float = 0
+    w: float = 0
+    h: float = 0
+    x2: float = 0
+    y2: float = 0
+    r: float = 0
+    css: str = ""
+    text: str = ""
+    title: str = ""
+    anchor: str = "start"
+
+
+@dataclass
+class Chart:
+    title: str
+    width: int
+    height: int
+    shapes: list[Shape] = field(default_factory=list)
+    legend: list[tuple[str, str]] = field(default_factory=list)  # (css class, label)
+
+    def add(self, kind: str, **fields) -> None:
+        self.shapes.append(Shape(kind, **fields))
+
+
+def _ok(value: float | None) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _pct(value: float | None) -> str:
+    return f"{100 * value:.1f}%" if _ok(value) else "n/a"
+
+
+def _axis(chart: Chart, x0: float, x1: float, y0: float, y1: float, ticks=(0, 0.25, 0.5, 0.75, 1)):
+    for tick in ticks:
+        x = x0 + tick * (x1 - x0)
+        chart.add("line", x=x, y=y0, x2=x, y2=y1, css="grid")
+        chart.add("text", x=x, y=y0 - 6, text=f"{int(tick * 100)}%", css="tick", anchor="middle")
+
+
+def ci_bars(
+    rows: list[tuple[str, float, float, float]],
+    *,
+    title: str,
+    reference: float | None = None,
+    css: str = "bar",
+) -> Chart:
+    """One horizontal bar per row (label, value, CI low, CI high) on a 0–100 % axis, whiskers
+    for the CI, an optional dashed reference line (e.g. 50 % for a preference)."""
+    plot_w = WIDTH - LABEL_W - RIGHT_PAD
+    height = TOP + ROW_H * len(rows) + 10
+    chart = Chart(title, WIDTH, height)
+    _axis(chart, LABEL_W, LABEL_W + plot_w, TOP, height - 8)
+    if reference is not None:
+        x = LABEL_W + reference * plot_w
+        chart.add("line", x=x, y=TOP - 2, x2=x, y2=height - 8, css="reference")
+    for i, (label, value, low, high) in enumerate(rows):
+        y = TOP + i * ROW_H
+        chart.add("text", x=LABEL_W - 8, y=y + 15, text=label, css="label", anchor="end")
+        if not _ok(value):
+            chart.add("text", x=LABEL_W + 4, y=y + 15, text="no data", css="tick")
+            continue
+        ci = f" [{_pct(low)}, {_pct(high)}]" if _ok(low) else ""
+        chart.add(
+            "rect",
+            x=LABEL_W,
+            y=y + 4,
+            w=max(value * plot_w, 0.5),
+            h=ROW_H - 8,
+            css=css,
+            title=f"{label}: {_pct(value)}{ci}",
+        )
+        if _ok(low) and _ok(high):
+            cy = y + ROW_H / 2
+            x_low, x_high = LABEL_W + low * plot_w, LABEL_W + high * plot_w
+            chart.add("line", x=x_low, y=cy, x2=x_high, y2=cy, css="whisker")
+            for x in (x_low, x_high):
+                chart.add("line", x=x, y=cy - 4, x2=x, y2=cy + 4, css="whisker")
+        chart.add("text", x=LABEL_W + plot_w + 6, y=y + 15, text=_pct(value), css="value")
+    return chart
+
+
+def grouped_ci_bars(
+    groups: list[tuple[str, list[tuple[str, float, float, float]]]],
+    *,
+    title: str,
+    series: list[tuple[str, str]],
+) -> Chart:
+    """Per group (a model), one thin bar per series (a trigger type) with CI whiskers.
+    ``series`` is [(key, css class)] in drawing order."""
+    plot_w = WIDTH - LABEL_W - RIGHT_PAD
+    bar_h = 9
+    group_h = bar_h * len(series) + 10
+    height = TOP + group_h * len(groups) + 10
+    chart = Chart(title, WIDTH, height, legend=[(css, key.title()) for key, css in series])
+    _axis(chart, LABEL_W, LABEL_W + plot_w, TOP, height - 8)
+    css_of = dict(series)
+    order = [key for key, _ in series]
+    for g, (label, bars) in enumerate(groups):
+        y0 = TOP + g * group_h
+        chart.add(
+            "text", x=LABEL_W - 8, y=y0 + group_h / 2 + 4, text=label, css="label", anchor="end"
+        )
+        values = {key: (value, low, high) for key, value, low, high in bars}
+        for s, key in enumerate(order):
+            if key not in values or not _ok(values[key][0]):
+                continue
+            value, low, high = values[key]
+            y = y0 + 4 + s * bar_h
+            chart.add(
+                "rect",
+                x=LABEL_W,
+                y=y,
+                w=max(value * plot_w, 0.5),
+                h=bar_h - 2,
+                css=css_of[key],
+                title=f"{label} · {key.title()}: {_pct(value)} [{_pct(low)}, {_pct(high)}]",
+            )
+            if _ok(low) and _ok(high):
+                cy = y + (bar_h - 2) / 2
+                chart.add(
+                    "line",
+                    x=LABEL_W + low * plot_w,
+                    y=cy,
+                    x2=LABEL_W + high * plot_w,
+                    y2=cy,
+                    css="whisker",
+                )
+    return chart
+
+
+def stacked_shares(
+    rows: list[tuple[str, list[tuple[str, float]]]],
+    *,
+    title: str,
+    categories: list[tuple[str, str, str]],
+) -> Chart:
+    """One 100 % bar per row, split into the categories' shares. ``categories`` is
+    [(key, label, css class)]."""
+    plot_w = WIDTH - LABEL_W - RIGHT_PAD
+    height = TOP + ROW_H * len(rows) + 10
+    chart = Chart(title, WIDTH, height, legend=[(css, label) for _, label, css in categories])
+    _axis(chart, LABEL_W, LABEL_W + plot_w, TOP, height - 8)
+    labels = {key: (label, css) for key, label, css in categories}
+    for i, (row_label, shares) in enumerate(rows):
+        y = TOP + i * ROW_H
+        chart.add("text", x=LABEL_W - 8, y=y + 15, text=row_label, css="label", anchor="end")
+        x = LABEL_W
+        for key, share in shares:
+            if not _ok(share) or share <= 0:
+                continue
+            label, css = labels[key]
+            chart.add(
+                "rect",
+                x=x,
+                y=y + 4,
+                w=share * plot_w,
+                h=ROW_H - 8,
+                css=css,
+                title=f"{row_label} · {label}: {_pct(share)}",
+            )
+            x += share * plot_w
+    return chart
+
+
+def scatter(
+    points: list[tuple[str, float, float, float, float]],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    reference_y: float | None = None,
+) -> Chart:
+    """Labelled points (label, x in 0–1, y, y CI low, y CI high) with vertical CI whiskers; the
+    y axis spans the data (and the reference line)."""
+    height = 320
+    left, right, top, bottom = 56, WIDTH - 24, 20, height - 44
+    chart = Chart(title, WIDTH, height)
+    values = [v for _, _, y, lo, hi in points for v in (y, lo, hi) if _ok(v)]
+    if reference_y is not None:
+        values.append(reference_y)
+    y_min, y_max = (min(values), max(values)) if values else (0.0, 1.0)
+    if y_max - y_min < 1e-9:
+        y_min, y_max = y_min - 1, y_max + 1
+    pad = (y_max - y_min) * 0.08
+    y_min, y_max = y_min - pad, y_max + pad
+
+    def sx(x: float) -> float:
+        return left + x * (right - left)
+
+    def sy(y: float) -> float:
+        return bottom - (y - y_min) / (y_max - y_min) * (bottom - top)
+
+    for tick in (0, 0.25, 0.5, 0.75, 1):
+        chart.add("line", x=sx(tick), y=top, x2=sx(tick), y2=bottom, css="grid")
+        chart.add(
+            "text",
+            x=sx(tick),
+            y=bottom + 16,
+            text=f"{int(tick * 100)}%",
+            css="tick",
+            anchor="middle",
+        )
+    for i in range(5):
+        value = y_min + (y_max - y_min) * i / 4
+        chart.add("line", x=left, y=sy(value), x2=right, y2=sy(value), css="grid")
+        chart.add(
+            "text", x=left - 6, y=sy(value) + 4, text=f"{value:.2f}", css="tick", anchor="end"
+        )
+    if reference_y is not None:
+        chart.add("line", x=left, y=sy(reference_y), x2=right, y2=sy(reference_y), css="reference")
+    chart.add(
+        "text", x=(left + right) / 2, y=height - 8, text=x_label, css="axis-label", anchor="middle"
+    )
+    chart.add("text", x=12, y=top - 6, text=y_label, css="axis-label")
+    for label, x, y, low, high in points:
+        if not (_ok(x) and _ok(y)):
+            continue
+        if _ok(low) and _ok(high):
+            chart.add("line", x=sx(x), y=sy(low), x2=sx(x), y2=sy(high), css="whisker")
+        chart.add(
+            "circle",
+            x=sx(x),
+            y=sy(y),
+            r=4,
+            css="point",
+            title=f"{label}: {x_label} {_pct(x)}, {y_label} {y:.2f}",
+        )
+        right_half = x > 0.6  # keep the label inside the plot
+        chart.add(
+            "text",
+            x=sx(x) + (-6 if right_half else 6),
+            y=sy(y) - 6,
+            text=label,
+            css="point-label",
+            anchor="end" if right_half else "start",
+        )
+    return chart

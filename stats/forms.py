@@ -1,0 +1,51 @@
+from django import forms
+
+from benchmark.models import Condition, EvaluationRun
+from stats import selectors
+
+
+class DashboardFilterForm(forms.Form):
+    """The dashboard's filters. Unbound or invalid values fall back to the defaults: the newest
+    finished run, its primary judge, vanilla replies."""
+
+    run = forms.ModelChoiceField(
+        queryset=EvaluationRun.objects.order_by("-created_at", "-pk"),
+        required=False,
+        empty_label=None,
+    )
+    verdicts = forms.ChoiceField(required=False, label="Verdicts")
+    condition = forms.ChoiceField(choices=Condition.choices, required=False)
+
+    def __init__(self, data=None, **kwargs):
+        super().__init__(data, **kwargs)
+        self.selected_run = self._selected_run(data)
+        judges = selectors.run_judge_names(self.selected_run) if self.selected_run else []
+        self.fields["verdicts"].choices = [
+            ("primary", "Primary judge"),
+            ("adjudicated", "Adjudicated (else primary)"),
+            *((name, f"Judge: {name}") for name in judges),
+        ]
+        if self.selected_run is not None:
+            self.initial.setdefault("run", self.selected_run.pk)
+
+    def _selected_run(self, data):
+        run_id = (data or {}).get("run")
+        if run_id and str(run_id).isdigit():
+            run = EvaluationRun.objects.filter(pk=int(run_id)).first()
+            if run is not None:
+                return run
+        return selectors.default_run()
+
+    def to_request(self) -> selectors.TableRequest:
+        cleaned = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        return selectors.TableRequest(
+            run=self.selected_run,
+            verdicts=selectors.VerdictSource.parse(cleaned.get("verdicts") or "primary"),
+            condition=cleaned.get("condition") or Condition.VANILLA,
+        )
+
+
+class BenchmarkScoresUploadForm(forms.Form):
+    file = forms.FileField(
+        help_text="CSV, UTF-8: model,benchmark,score — or model,<benchmark>,<benchmark>,…"
+    )

@@ -1,0 +1,210 @@
+"""The inputs of the annotation-based statistics, as plain data (no ORM).
+
+The human studies' answers live in the annotation app. Its selectors fill these structures —
+one per table — and hand them to the pure functions in ``stats.compute``; so do the loaders of
+the official release's human-eval files (``stats/release_files.py``). Keeping the layout here,
+small and explicit, is what lets both sources share every computation.
+
+- ``LabelMatrix`` — direct ratings (Study 1, and any study where several people label the same
+  items): items × raters label codes, the item's group (trigger type), the judge's label and an
+  optional gold label.
+- ``PreferenceJudgements`` — pairwise judgements (Study 2): one entry per judgement.
+- ``FailureModeLabels`` — one failure-mode category per failed reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+VERDICTS = ("FAIL", "PARTIAL", "PASS")  # ordinal: Fail < Partial < Pass
+
+INJECTED, VANILLA, TIE = "injected", "vanilla", "tie"
+CHOICES = (INJECTED, VANILLA, TIE)
+
+FAILURE_MODES = (
+    "generic_closing",
+    "deliverable_repetition",
+    "ungrounded_suggestion",
+    "premature_closure",
+    "other",
+)
+
+
+def verdict_code(label: str | None, categories: Sequence[str] = VERDICTS) -> int:
+    """A label's code, case-insensitive (the release writes both ``PASS`` and ``Pass``); -1 for
+    none."""
+    if not label:
+        return -1
+    return [c.upper() for c in categories].index(label.upper())
+
+
+# --- Direct ratings ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rating:
+    item_id: str
+    rater_id: str
+    label: str
+
+
+@dataclass(frozen=True)
+class RatedItem:
+    item_id: str
+    group: str = ""  # e.g. the trigger type; "" when not grouped
+    judge_label: str = ""  # the judge's verdict on the item, "" if none
+    gold_label: str = ""  # an agreed reference label, "" if none
+
+
+@dataclass(frozen=True)
+class LabelMatrix:
+    """``labels[i, r]`` is rater r's code for item i (-1: did not rate). ``judge`` and ``gold``
+    are per-item codes (-1: none). Codes index ``categories``; ``ordered`` says whether the
+    categories are ordinal (then α is computed ordinal, else nominal)."""
+
+    item_ids: np.ndarray
+    rater_ids: np.ndarray
+    labels: np.ndarray
+    groups: np.ndarray
+    judge: np.ndarray
+    gold: np.ndarray
+    categories: tuple[str, ...] = VERDICTS
+    ordered: bool = True
+
+    @classmethod
+    def from_records(
+        cls,
+        ratings: Iterable[Rating],
+        items: Iterable[RatedItem],
+        *,
+        categories: Sequence[str] = VERDICTS,
+        ordered: bool = True,
+    ) -> LabelMatrix:
+        """Build the matrix. A rater who labelled an item twice keeps the later label; ratings
+        of items not in ``items`` are an error (they would be silently dropped otherwise)."""
+        items = list(items)
+        index = {item.item_id: i for i, item in enumerate(items)}
+        ratings = list(ratings)
+        raters = sorted({r.rater_id for r in ratings})
+        rater_index = {rater: j for j, rater in enumerate(raters)}
+        labels = np.full((len(items), len(raters)), -1, dtype=np.int64)
+        for rating in ratings:
+            if rating.item_id not in index:
+                raise ValueError(f"rating of unknown item {rating.item_id!r}")
+            labels[index[rating.item_id], rater_index[rating.rater_id]] = verdict_code(
+                rating.label, categories
+            )
+        return cls(
+            item_ids=np.array([item.item_id for item in items], dtype=object),
+            rater_ids=np.array(raters, dtype=object),
+            labels=labels,
+            groups=np.array([item.group for item in items], dtype=object),
+            judge=np.array(
+                [verdict_code(item.judge_label, categories) for item in items], dtype=np.int64
+            ),
+            gold=np.array(
+                [verdict_code(item.gold_label, categories) for item in items], dtype=np.int64
+            ),
+            categories=tuple(categories),
+            ordered=ordered,
+        )
+
+    def items_where(self, mask: np.ndarray) -> LabelMatrix:
+        return LabelMatrix(
+            item_ids=self.item_ids[mask],
+            rater_ids=self.rater_ids,
+            labels=self.labels[mask],
+            groups=self.groups[mask],
+            judge=self.judge[mask],
+            gold=self.gold[mask],
+            categories=self.categories,
+            ordered=self.ordered,
+        )
+
+
+# --- Pairwise preference ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreferenceRecord:
+    item_id: str
+    annotator_id: str
+    choice: str  # INJECTED, VANILLA or TIE (de-swapped: which *case* won, not which side)
+    injected_on_left: bool  # the rubric-injected reply was shown on the left (first)
+    seconds: float | None  # time spent on the judgement; None if unknown
+    vanilla_verdict: str  # the judge's verdict on the vanilla reply: the stratum
+
+
+@dataclass(frozen=True)
+class PreferenceJudgements:
+    """Aligned arrays, one entry per judgement."""
+
+    item_id: np.ndarray
+    annotator_id: np.ndarray
+    choice: np.ndarray
+    injected_on_left: np.ndarray
+    seconds: np.ndarray
+    vanilla_verdict: np.ndarray
+
+    @classmethod
+    def from_records(cls, records: Iterable[PreferenceRecord]) -> PreferenceJudgements:
+        records = list(records)
+        for record in records:
+            if record.choice not in CHOICES:
+                raise ValueError(f"choice {record.choice!r} is not one of {CHOICES}")
+        return cls(
+            item_id=np.array([r.item_id for r in records], dtype=object),
+            annotator_id=np.array([r.annotator_id for r in records], dtype=object),
+            choice=np.array([r.choice for r in records], dtype=object),
+            injected_on_left=np.array([r.injected_on_left for r in records], dtype=bool),
+            seconds=np.array(
+                [np.nan if r.seconds is None else r.seconds for r in records], dtype=float
+            ),
+            vanilla_verdict=np.array([r.vanilla_verdict.upper() for r in records], dtype=object),
+        )
+
+    def subset(self, mask: np.ndarray) -> PreferenceJudgements:
+        return PreferenceJudgements(
+            item_id=self.item_id[mask],
+            annotator_id=self.annotator_id[mask],
+            choice=self.choice[mask],
+            injected_on_left=self.injected_on_left[mask],
+            seconds=self.seconds[mask],
+            vanilla_verdict=self.vanilla_verdict[mask],
+        )
+
+
+# --- Failure modes ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FailureModeLabel:
+    model: str
+    item_id: str
+    category: str  # one of FAILURE_MODES (or the study's own categories)
+
+
+@dataclass(frozen=True)
+class FailureModeLabels:
+    model: np.ndarray
+    category: np.ndarray
+    categories: tuple[str, ...] = FAILURE_MODES
+
+    @classmethod
+    def from_records(
+        cls, labels: Iterable[FailureModeLabel], *, categories: Sequence[str] = FAILURE_MODES
+    ) -> FailureModeLabels:
+        """One label per failed reply: a study with several annotators per reply resolves them
+        first (e.g. ``agreement.majority_labels``). Unknown categories are an error."""
+        labels = list(labels)
+        for label in labels:
+            if label.category not in categories:
+                raise ValueError(f"unknown failure mode {label.category!r}")
+        return cls(
+            model=np.array([x.model for x in labels], dtype=object),
+            category=np.array([x.category for x in labels], dtype=object),
+            categories=tuple(categories),
+        )

@@ -1,0 +1,87 @@
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from benchmark.models import Condition, EvaluationRun
+from stats import selectors
+from stats.compute.resampling import DEFAULT_SEED
+from stats.exports import table_csv
+from stats.release_files import ReleaseFileError
+from stats.tables import SPECS
+
+
+class Command(BaseCommand):
+    help = (
+        "Write one statistics table as CSV or JSON (the same numbers as the dashboard and the "
+        "API). Run tables read a run's verdicts; study tables read an annotation study, or the "
+        "official release's human_eval files with --release-dir."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("table", choices=list(SPECS), help="which table")
+        parser.add_argument("--run", type=int, help="evaluation run id (default: newest finished)")
+        parser.add_argument("--study", type=int, help="annotation study id (study tables)")
+        parser.add_argument(
+            "--verdicts",
+            default="primary",
+            help="verdict source: primary, adjudicated, or a judge's handle (default: primary)",
+        )
+        parser.add_argument(
+            "--condition", choices=Condition.values, default=Condition.VANILLA, help="replies"
+        )
+        parser.add_argument("--format", choices=["csv", "json"], default="csv")
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap base seed")
+        parser.add_argument(
+            "--release-dir",
+            type=Path,
+            help="the official release's folder (with [dataset/]human_eval/): study tables "
+            "computed from its raw human-eval files",
+        )
+        parser.add_argument("--out", type=Path, help="write here instead of standard output")
+
+    def handle(
+        self,
+        *args,
+        table,
+        run,
+        study,
+        verdicts,
+        condition,
+        format,
+        seed,
+        release_dir,
+        out,
+        **options,
+    ):
+        spec = SPECS[table]
+        if run is not None:
+            run_obj = EvaluationRun.objects.filter(pk=run).first()
+            if run_obj is None:
+                raise CommandError(f"no run {run}")
+        else:
+            run_obj = selectors.default_run() if spec.source == "run" else None
+        request = selectors.TableRequest(
+            run=run_obj,
+            verdicts=selectors.VerdictSource.parse(verdicts),
+            condition=condition,
+            study=study,
+            release_dir=release_dir,
+            seed=seed,
+        )
+        try:
+            result = selectors.stats_table(table, request)
+        except (selectors.StatsInputError, ReleaseFileError) as exc:
+            raise CommandError(str(exc)) from exc
+        text = (
+            table_csv(result)
+            if format == "csv"
+            else json.dumps(result.as_json(), indent=2, ensure_ascii=False) + "\n"
+        )
+        for note in result.notes:
+            self.stderr.write(f"note: {note}")
+        if out is None:
+            self.stdout.write(text, ending="")
+        else:
+            out.write_text(text, encoding="utf-8", newline="")
+            self.stderr.write(f"{len(result.rows)} row(s) of {table} written to {out}")

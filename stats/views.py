@@ -1,0 +1,59 @@
+"""Researcher pages: the statistics dashboard and the external benchmark scores upload."""
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from annotation.roles import staff_like_required
+from stats import dashboard as dashboard_panels
+from stats.forms import BenchmarkScoresUploadForm, DashboardFilterForm
+from stats.models import ExternalBenchmarkScore
+from stats.services import ScoresImportError, benchmark_scores_import
+
+
+@staff_like_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    form = DashboardFilterForm(request.GET or None)
+    table_request = form.to_request()
+    context = {
+        "form": form,
+        "run": table_request.run,
+        "panels": dashboard_panels.dashboard_panels(table_request),
+        "raw_exports": dashboard_panels.raw_export_links(table_request),
+    }
+    template = "stats/dashboard.html"
+    if request.htmx:
+        template += "#content"
+    return render(request, template, context)
+
+
+@staff_like_required
+@require_http_methods(["GET", "POST"])
+def benchmark_scores(request: HttpRequest) -> HttpResponse:
+    form = BenchmarkScoresUploadForm(request.POST or None, request.FILES or None)
+    errors: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        try:
+            summary = benchmark_scores_import(
+                stream=form.cleaned_data["file"], uploaded_by=request.user
+            )
+        except ScoresImportError as exc:
+            errors = [str(e) for e in exc.errors]
+        else:
+            messages.success(
+                request,
+                f"Uploaded {summary.created + summary.updated} score(s) "
+                f"({summary.created} new, {summary.updated} replaced) for "
+                f"{len(summary.models)} model(s) on {', '.join(summary.benchmarks)}.",
+            )
+            return redirect("stats:benchmark_scores")
+    scores = ExternalBenchmarkScore.objects.select_related("endpoint").order_by(
+        "benchmark", "endpoint__display_name"
+    )
+    return render(
+        request,
+        "stats/benchmark_scores.html",
+        {"form": form, "errors": errors, "scores": scores},
+        status=400 if errors else 200,
+    )

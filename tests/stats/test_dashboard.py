@@ -1,0 +1,162 @@
+import io
+import re
+
+import pytest
+from django.urls import reverse
+
+from stats import charts
+from stats.dashboard import failure_mode_chart, preference_chart
+from stats.interfaces import FAILURE_MODES
+from stats.models import ExternalBenchmarkScore
+from stats.tables import Table
+
+DASHBOARD = reverse("stats:dashboard")
+UPLOAD = reverse("stats:benchmark_scores")
+
+
+def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_for, researcher):
+    response = client_for(researcher).get(DASHBOARD)
+    assert response.status_code == 200
+    html = response.content.decode()
+    for section in (
+        "leaderboard",
+        "judge-agreement",
+        "style-sensitivity",
+        "disclosure-distance",
+        "benchmark-correlation",
+        "raw-exports",
+    ):
+        assert f'id="{section}"' in html
+    assert html.count("<svg") == 4  # pass rate, weighted, phases, style scatter
+    assert "Atlas Large (demo)" in html
+    csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
+    assert len(csv_links) == 5
+    for link in csv_links:
+        assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
+    assert "/api/v1/exports/judgments.csv?run=" in html
+
+
+def test_htmx_filter_swaps_only_the_content(demo_run, client_for, researcher):
+    client = client_for(researcher)
+    full = client.get(DASHBOARD, {"run": demo_run.pk, "verdicts": "demo-judge-crossfamily"})
+    partial = client.get(
+        DASHBOARD,
+        {"run": demo_run.pk, "verdicts": "demo-judge-crossfamily", "condition": "rubric_injected"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert b"<html" in full.content and b"<html" not in partial.content
+    assert partial.content.strip().startswith(b'<div id="content">')
+    assert b"verdicts=demo-judge-crossfamily" in partial.content
+    assert b"condition=rubric_injected" in partial.content
+
+
+def test_bad_filter_values_fall_back_to_the_defaults(demo_run, client_for, researcher):
+    response = client_for(researcher).get(DASHBOARD, {"run": "x", "condition": "both"})
+    assert response.status_code == 200
+    assert f"Run {demo_run.pk} ·".encode() in response.content
+
+
+def test_dashboard_query_count_is_fixed(
+    demo_run, client_for, researcher, django_assert_max_num_queries
+):
+    client = client_for(researcher)
+    client.get(DASHBOARD)  # warm the session and content types
+    with django_assert_max_num_queries(16):
+        assert client.get(DASHBOARD).status_code == 200
+
+
+def test_no_run_yet(db, client_for, researcher):
+    response = client_for(researcher).get(DASHBOARD)
+    assert response.status_code == 200 and b"No evaluation run yet" in response.content
+
+
+@pytest.mark.parametrize("url", [DASHBOARD, UPLOAD])
+def test_annotators_and_outsiders_get_404_and_the_anonymous_log_in(
+    db, client, client_for, annotator, outsider, url
+):
+    assert client.get(url).status_code == 302
+    for user in (annotator, outsider):
+        assert client_for(user).get(url).status_code == 404
+
+
+def test_upload_page_saves_a_good_file_and_lists_every_error_of_a_bad_one(
+    demo_run, client_for, researcher
+):
+    client = client_for(researcher)
+    good = io.BytesIO(b"model,GPQA\nAtlas Large (demo),71.5\ndemo-cedar-small,30\n")
+    good.name = "scores.csv"
+    response = client.post(UPLOAD, {"file": good}, follow=True)
+    assert b"Uploaded 2 score(s)" in response.content
+    assert ExternalBenchmarkScore.objects.count() == 2
+    bad = io.BytesIO(b"model,GPQA\nNobody,1\ndemo-cedar-small,lots\n")
+    bad.name = "scores.csv"
+    response = client.post(UPLOAD, {"file": bad})
+    assert response.status_code == 400
+    assert b"line 2, column model: no model endpoint named &#x27;Nobody&#x27;" in response.content
+    assert b"line 3, column GPQA: &#x27;lots&#x27; is not a number" in response.content
+    assert ExternalBenchmarkScore.objects.get(endpoint__name="demo-cedar-small").score == 30.0
+    dashboard = client.get(DASHBOARD).content.decode()
+    assert "GPQA" in dashboard and "no external benchmark scores" not in dashboard
+
+
+def test_ci_bars_geometry_and_missing_values():
+    chart = charts.ci_bars(
+        [("a", 0.5, 0.4, 0.6), ("b", float("nan"), 0, 0)], title="t", reference=0.5
+    )
+    plot_w = charts.WIDTH - charts.LABEL_W - charts.RIGHT_PAD
+    (bar,) = [s for s in chart.shapes if s.kind == "rect"]
+    assert bar.x == charts.LABEL_W and bar.w == pytest.approx(0.5 * plot_w)
+    assert bar.title == "a: 50.0% [40.0%, 60.0%]"
+    assert any(s.kind == "text" and s.text == "no data" for s in chart.shapes)
+    assert any(
+        s.css == "reference" and s.x == pytest.approx(charts.LABEL_W + 0.5 * plot_w)
+        for s in chart.shapes
+    )
+
+
+def test_failure_mode_and_preference_charts_from_their_tables():
+    shares = dict.fromkeys(FAILURE_MODES, 0.0) | {
+        "generic_closing": 0.25,
+        "deliverable_repetition": 0.75,
+    }
+    table = Table(
+        "failure-modes", "", (), [{"model": "m", **{f"share_{k}": v for k, v in shares.items()}}]
+    )
+    chart = failure_mode_chart(table)
+    rects = [s for s in chart.shapes if s.kind == "rect"]
+    assert [round(r.w / rects[0].w, 6) for r in rects] == [1.0, 3.0]  # 25 % then 75 %
+    assert rects[1].x == pytest.approx(rects[0].x + rects[0].w)
+    rows = [
+        {
+            "raters": "all",
+            "stratum": "ALL",
+            "injected_rate": 0.8,
+            "bootstrap_low": 0.74,
+            "bootstrap_high": 0.86,
+        },
+        {
+            "raters": "all",
+            "stratum": "PASS",
+            "injected_rate": 0.7,
+            "bootstrap_low": 0.6,
+            "bootstrap_high": 0.8,
+        },
+        {
+            "raters": "without_excluded",
+            "stratum": "ALL",
+            "injected_rate": 0.9,
+            "bootstrap_low": 0.8,
+            "bootstrap_high": 0.95,
+        },
+    ]
+    chart = preference_chart(Table("preference", "", (), rows))
+    labels = [s.text for s in chart.shapes if s.css == "label"]
+    assert labels == ["All items", "Vanilla judged Pass"]
+
+
+def test_chart_labels_are_escaped(demo_run, client_for, researcher):
+    from benchmark.models import ModelEndpoint
+
+    ModelEndpoint.objects.filter(name="demo-atlas-large").update(display_name="<b>Atlas</b>")
+    html = client_for(researcher).get(DASHBOARD).content.decode()
+    assert "<b>Atlas</b>" not in html and "&lt;b&gt;Atlas&lt;/b&gt;" in html
