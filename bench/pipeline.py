@@ -147,6 +147,7 @@ def main() -> None:
     django.setup()
     import redis
     from corpus_import import generate_corpus
+    from django.db.models import Avg, Max
 
     import benchmark.tasks  # noqa: F401  (imported already in a worker that launches a run)
     from benchmark.corpus.importer import corpus_import
@@ -211,6 +212,7 @@ def main() -> None:
             if time.monotonic() > deadline:
                 sys.exit("workers did not start")
         cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
+        server_cpu_before = _cpu_seconds(server.pid)
         started = time.perf_counter()
         runs.run_launch(run_id=run.pk)
         enqueued_s = time.perf_counter() - started
@@ -221,6 +223,10 @@ def main() -> None:
             time.sleep(0.25)
         wall = time.perf_counter() - started
         cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
+        server_cpu = _cpu_seconds(server.pid) - server_cpu_before
+        latency = ProviderCall.objects.filter(run=run, ok=True).aggregate(
+            mean=Avg("latency_s"), worst=Max("latency_s")
+        )
         peak = max(_peak_rss_mb(w.pid) for w in workers)
         calls = ProviderCall.objects.filter(run=run, ok=True).count()
         failed_calls = ProviderCall.objects.filter(run=run, ok=False).count()
@@ -258,6 +264,11 @@ def main() -> None:
         ("efficiency", f"{efficiency:.3f}"),
         ("worker CPU", f"{cpu:.1f} s"),
         ("CPU per call", f"{cpu_ms:.2f} ms"),
+        ("fake server CPU", f"{server_cpu:.1f} s (shares the 2 cores)"),
+        (
+            "call latency seen",
+            f"mean {latency['mean'] * 1000:.1f} ms, max {latency['worst'] * 1000:.0f} ms",
+        ),
         ("peak worker RSS", f"{peak:.0f} MB"),
     ]
     for name, value in rows:

@@ -113,3 +113,28 @@ def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_a_worker_loads_its_tasks_without_the_statistics_stack():
+    """Workers skip Django's start-up checks (proactweb/celery.py), which would import the
+    URLconf and with it NumPy/SciPy/statsmodels: ~220 MB per worker process for nothing."""
+    probe = (
+        "import sys, django; django.setup()\n"
+        "from celery.fixups.django import DjangoWorkerFixup\n"
+        "from proactweb.celery import app\n"
+        "DjangoWorkerFixup(app).validate_models()\n"  # what a worker does at start-up
+        "app.loader.import_default_modules()\n"
+        "import benchmark.tasks\n"
+        "print(sorted(m for m in ('numpy', 'scipy', 'statsmodels') if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CELERY_SKIP_CHECKS"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=settings.BASE_DIR,
+        env={**env, "DJANGO_SETTINGS_MODULE": "proactweb.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"
