@@ -1,0 +1,1 @@
+"""Writes for human studies, by topic: creating studies, handing out and taking answers, importing the release."""
