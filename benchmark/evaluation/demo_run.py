@@ -1,0 +1,113 @@
+"""The demo recordings as one completed evaluation run, so that every results page and every
+human study has something to show on a fresh machine.
+
+The recordings (``benchmark/demo_data/replies.jsonl`` and ``judgments.jsonl``) are exactly what
+the offline ``replay`` provider serves: three fictional models, vanilla and rubric-injected, at
+every trigger of the demo corpus, each reply judged by two demo judges. Loading them as rows
+(rather than replaying them through Celery) keeps ``load_demo`` fast and needs no worker; a run
+launched over the same dialogues with the replay provider produces the same replies and verdicts.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from benchmark.evaluation.evidence import grade_evidence
+from benchmark.models import (
+    Condition,
+    Dialogue,
+    EvaluationRun,
+    EvaluationUnit,
+    JudgeDisagreement,
+    Judgment,
+    JudgmentState,
+    ModelEndpoint,
+    RunSource,
+    RunStatus,
+    Trigger,
+    UnitState,
+)
+from benchmark.providers.replay import ReplayStore, estimate_tokens
+
+DEMO_RUN_NAME = "Demo run (recorded replies)"
+DEMO_MODELS = ("demo-atlas-large", "demo-birch-medium", "demo-cedar-small")
+DEMO_JUDGES = ("demo-judge-primary", "demo-judge-crossfamily")  # the first is primary
+
+
+@transaction.atomic
+def demo_run_load() -> EvaluationRun:
+    """Create the demo run once (idempotent: an existing demo run is returned unchanged).
+    Needs the demo corpus and the demo endpoints (``load_demo`` creates both first)."""
+    existing = EvaluationRun.objects.filter(name=DEMO_RUN_NAME).first()
+    if existing is not None:
+        return existing
+    store = ReplayStore.from_demo_data()
+    endpoints = {
+        e.name: e for e in ModelEndpoint.objects.filter(name__in=DEMO_MODELS + DEMO_JUDGES)
+    }
+    dialogues = list(Dialogue.objects.filter(is_demo=True))
+    triggers = {
+        (uid, turn): pk
+        for pk, uid, turn in Trigger.objects.filter(turn__dialogue__in=dialogues).values_list(
+            "pk", "turn__dialogue__unique_id_eval", "turn__index"
+        )
+    }
+    now = timezone.now()
+    run = EvaluationRun.objects.create(
+        name=DEMO_RUN_NAME,
+        source=RunSource.IMPORTED,
+        status=RunStatus.DONE,
+        conditions=[Condition.VANILLA, Condition.RUBRIC_INJECTED],
+        primary_judge=endpoints[DEMO_JUDGES[0]],
+        started_at=now,
+        finished_at=now,
+        notes="The demo recordings (benchmark/demo_data), loaded by load_demo.",
+    )
+    run.dialogues.set(dialogues)
+    run.endpoints.set([endpoints[name] for name in DEMO_MODELS])
+    run.judges.set([endpoints[name] for name in DEMO_JUDGES])
+    units = {}
+    for (uid, turn, model, condition), reply in sorted(store.replies.items()):
+        if (uid, turn) not in triggers or model not in DEMO_MODELS:
+            continue
+        units[(uid, turn, model, condition)] = EvaluationUnit(
+            run=run,
+            trigger_id=triggers[(uid, turn)],
+            endpoint=endpoints[model],
+            condition=condition,
+            state=UnitState.DONE,
+            reply=reply,
+            output_tokens=estimate_tokens(reply),
+            finished_at=now,
+        )
+    EvaluationUnit.objects.bulk_create(units.values())
+    judgments = []
+    verdicts: dict[int, dict[str, str]] = {}
+    for (uid, turn, model, condition, judge), recorded in sorted(store.judgments.items()):
+        unit = units.get((uid, turn, model, condition))
+        if unit is None or judge not in DEMO_JUDGES:
+            continue
+        grade = grade_evidence(recorded["evidence"], unit.reply)
+        judgments.append(
+            Judgment(
+                unit=unit,
+                judge=endpoints[judge],
+                judge_name=judge,
+                state=JudgmentState.DONE,
+                verdict=recorded["verdict"],
+                rationale=recorded["rationale"],
+                evidence=recorded["evidence"],
+                evidence_status=grade.status,
+                evidence_found_share=grade.found_share,
+            )
+        )
+        verdicts.setdefault(unit.pk, {})[judge] = recorded["verdict"]
+    Judgment.objects.bulk_create(judgments)
+    # As the engine does: a reply the judges scored differently awaits adjudication.
+    JudgeDisagreement.objects.bulk_create(
+        JudgeDisagreement(unit_id=unit_id, verdicts=by_judge)
+        for unit_id, by_judge in verdicts.items()
+        if len(set(by_judge.values())) > 1
+    )
+    return run
