@@ -22,7 +22,7 @@ def duration(seconds) -> str:
 
 @register.filter
 def percent(value) -> str:
-    return "—" if value is None else f"{value:.0%}"
+    return f"{value:.0%}" if isinstance(value, int | float) else "—"
 
 
 @register.filter
