@@ -33,6 +33,7 @@ from annotation.services.assignments import (
 )
 from annotation.services.studies import StudyInputError, rater_exclusion_set, study_create
 
+NOTHING_LEFT = "Nothing is left for you in this study right now. Thank you!"
 LATE_NOTICE = (
     "Your answer arrived after this item's time ran out and it had gone to someone else: it was "
     "kept, but not counted. Here is your next item."
@@ -122,7 +123,7 @@ def workspace(request: HttpRequest, study_id: int) -> HttpResponse:
 def next_item(request: HttpRequest, study_id: int) -> HttpResponse:
     rater = selectors.rater_for(user=request.user, study_id=study_id)
     assignment = assignment_next(rater=rater)
-    notice = "" if assignment else "Nothing is left for you in this study. Thank you!"
+    notice = "" if assignment else NOTHING_LEFT
     return _after_action(request, rater, assignment, notice=notice)
 
 
@@ -147,9 +148,11 @@ def answer(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
         return _after_action(
             request, rater, assignment_current(rater=rater), notice=f"Not saved: {exc}."
         )
-    return _after_action(
-        request, rater, assignment_next(rater=rater), notice=LATE_NOTICE if result.late else ""
-    )
+    following = assignment_next(rater=rater)
+    notice = LATE_NOTICE if result.late else ""
+    if following is None and not notice:
+        notice = NOTHING_LEFT
+    return _after_action(request, rater, following, notice=notice)
 
 
 @login_required

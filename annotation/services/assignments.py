@@ -45,7 +45,9 @@ from annotation.models import (
 )
 from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
 
-CANDIDATE_BATCH = 4  # items locked per look; more than one, so stale candidates cost no retry
+# Items locked per look. One: a Next holding several locks would send everyone else past all of
+# them (SKIP LOCKED), spreading answers over more items than needed.
+CANDIDATE_BATCH = 1
 MAX_TIME_ON_ITEM_S = 24 * 3600
 
 
