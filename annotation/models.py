@@ -217,7 +217,15 @@ class StudyItem(models.Model):
                 condition=Q(is_gold=False) | ~Q(expected=""), name="gold_has_expected"
             ),
         ]
-        indexes = [models.Index(fields=["study", "position"])]
+        indexes = [
+            # Next walks the open items in hand-out order and stops at the first with room: an
+            # index of exactly those rows, in exactly that order.
+            models.Index(
+                fields=["study", "-needs_adjudication", "position"],
+                condition=Q(completed_answers__lt=models.F("required_answers")),
+                name="item_open_in_order",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.study_id}/{self.key}"

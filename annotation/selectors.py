@@ -34,6 +34,7 @@ from annotation.models import (
     Study,
     StudyItem,
 )
+from annotation.services.assignments import ITEM_SOURCES, SOURCES
 from benchmark.evaluation.requests import conversation_until
 from benchmark.models import Anchor, Judgment, JudgmentState, Turn
 from benchmark.selectors import dialogue_for_reading
@@ -57,23 +58,22 @@ def rater_for(*, user, study_id: int) -> Rater:
 
 def assignment_for(*, rater: Rater, token: str) -> Assignment:
     """The rater's own assignment on the item with this token, or 404."""
-    return get_object_or_404(_assignment_queryset(), rater=rater, item__token=token)
-
-
-def _assignment_queryset():
-    return Assignment.objects.select_related(
-        "item__trigger__turn",
-        "item__unit",
-        "item__unit_b",
-        "item__disagreement",
+    return get_object_or_404(
+        Assignment.objects.select_related(*ITEM_SOURCES), rater=rater, item__token=token
     )
 
 
 def with_sources(assignment: Assignment | None) -> Assignment | None:
-    """The assignment again, with what ``item_view`` reads joined in (one query)."""
+    """The assignment with what ``item_view`` reads joined in: as it is when the services
+    already loaded them (they do when handing items out), else fetched again (one query)."""
     if assignment is None:
         return None
-    return _assignment_queryset().get(pk=assignment.pk)
+    loaded = Assignment.item.is_cached(assignment) and all(
+        getattr(StudyItem, name.split("__")[0]).is_cached(assignment.item) for name in SOURCES
+    )
+    if loaded:
+        return assignment
+    return Assignment.objects.select_related(*ITEM_SOURCES).get(pk=assignment.pk)
 
 
 # --- Annotator pages --------------------------------------------------------------------------
@@ -99,12 +99,16 @@ def _seconds(rater_ref) -> Subquery:
     )
 
 
-def _open_for(rater_ref, study_ref) -> Subquery:
-    """Items of the study this rater has not held that still lack answers (an estimate of
-    what is left for them: others' running leases are not subtracted)."""
+def _open_for_rater() -> Subquery:
+    """For a Rater row: items of its study it has not held that still lack answers (an
+    estimate of what is left for them: others' running leases are not subtracted)."""
     return Subquery(
-        StudyItem.objects.filter(study=study_ref, completed_answers__lt=F("required_answers"))
-        .exclude(Exists(Assignment.objects.filter(item=OuterRef("pk"), rater=rater_ref)))
+        StudyItem.objects.filter(
+            study=OuterRef("study_id"), completed_answers__lt=F("required_answers")
+        )
+        .exclude(
+            Exists(Assignment.objects.filter(item=OuterRef("pk"), rater=OuterRef(OuterRef("pk"))))
+        )
         .values("study")
         .annotate(n=Count("id"))
         .values("n"),
@@ -120,7 +124,7 @@ def home_studies(*, user) -> list[Rater]:
         .annotate(
             done=Coalesce(_done(OuterRef("pk")), 0),
             seconds=Coalesce(_seconds(OuterRef("pk")), 0.0),
-            left=Coalesce(_open_for(OuterRef("pk"), OuterRef("study_id")), 0),
+            left=Coalesce(_open_for_rater(), 0),
         )
         .order_by("-study__created_at")
     )
@@ -139,7 +143,7 @@ def rater_progress(*, rater: Rater) -> Progress:
         .annotate(
             done=Coalesce(_done(OuterRef("pk")), 0),
             seconds=Coalesce(_seconds(OuterRef("pk")), 0.0),
-            left=Coalesce(_open_for(OuterRef("pk"), OuterRef("study_id")), 0),
+            left=Coalesce(_open_for_rater(), 0),
         )
         .values("done", "seconds", "left")
         .get()

@@ -49,6 +49,9 @@ from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
 # them (SKIP LOCKED), spreading answers over more items than needed.
 CANDIDATE_BATCH = 1
 MAX_TIME_ON_ITEM_S = 24 * 3600
+# What the workspace reads of an item: joined in wherever an assignment is handed out.
+SOURCES = ("trigger__turn", "unit", "unit_b", "disagreement")
+ITEM_SOURCES = ("item", *(f"item__{name}" for name in SOURCES))
 
 
 class AnswerRejected(Exception):
@@ -125,7 +128,8 @@ def _candidates(rater: Rater, now: datetime):
     items = items.annotate(taken=Coalesce(Subquery(room, output_field=IntegerField()), 0)).filter(
         taken__lt=F("required_answers")
     )
-    return items.order_by("-needs_adjudication", "position")
+    # The item's sources come along (the workspace shows them next); only the item row is locked.
+    return items.select_related(*SOURCES).order_by("-needs_adjudication", "position")
 
 
 def _display(item: StudyItem, slot: int) -> dict:
@@ -136,9 +140,9 @@ def _display(item: StudyItem, slot: int) -> dict:
     return {"order": sides[shift:] + sides[:shift]}
 
 
-def _take(rater: Rater, item: StudyItem, now: datetime) -> Assignment:
-    slot = Assignment.objects.filter(item=item).count()
-    display = _display(item, slot)
+def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assignment:
+    """A new assignment; ``holders`` (the places already taken) rotates the display order."""
+    display = _display(item, holders)
     suggestion = item.payload.get("suggestion")
     if suggestion:
         display["suggested"] = suggestion
@@ -162,7 +166,7 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
         study = rater.study
         held = list(
             Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
-            .select_related("item")
+            .select_related(*ITEM_SOURCES)
             .order_by("-leased_at", "-id")
         )
         for assignment in held:
@@ -188,7 +192,7 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
             taken = _places_taken([item.pk for item in batch], now)
             for item in batch:
                 if taken[item.pk] < item.required_answers:
-                    return _take(rater, item, now)
+                    return _take(rater, item, now, holders=taken[item.pk])
             skipped += [item.pk for item in batch]
 
 
@@ -196,7 +200,7 @@ def assignment_current(*, rater: Rater) -> Assignment | None:
     """What the rater is on right now, without handing anything out (a page load)."""
     return (
         Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
-        .select_related("item")
+        .select_related(*ITEM_SOURCES)
         .order_by("-leased_at", "-id")
         .first()
     )

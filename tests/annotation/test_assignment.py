@@ -210,3 +210,21 @@ def test_failure_mode_items_put_their_suggestion_on_screen(make_study):
     assignment = assignment_next(rater=r)
     assert assignment.display["suggested"]["label"]
     assert assignment.display["suggested"]["reason"]
+
+
+def test_progress_counts_what_is_done_and_what_is_left_for_each_rater(make_study, make_annotators):
+    from annotation.selectors import home_studies, rater_progress
+
+    users = make_annotators(2)
+    study = make_study(annotators=users, overlap=1)
+    total = study.items.count()
+    me, other = (rater(study, u) for u in users)
+    held = assignment_next(rater=me)
+    assert rater_progress(rater=me).left == total - 1  # not counting the one I hold
+    assert rater_progress(rater=other).left == total  # my hold does not fill the item
+    submit(me, held, "progress-1", elapsed_ms=7000)
+    mine = rater_progress(rater=me)
+    assert (mine.done, mine.left, mine.seconds) == (1, total - 1, 7.0)
+    assert rater_progress(rater=other).left == total - 1
+    (row,) = home_studies(user=users[0])
+    assert (row.done, row.left, row.seconds) == (1, total - 1, 7.0)
