@@ -93,6 +93,15 @@ def test_the_study_page_query_count_does_not_grow(
         assert client.get(reverse("annotation:study_detail", args=[study.pk])).status_code == 200
     with django_assert_max_num_queries(8):
         assert client.get(reverse("annotation:study_list")).status_code == 200
+    with django_assert_max_num_queries(8):
+        assert client.get(reverse("annotation:study_new")).status_code == 200
+    rater_pk = study.raters.first().pk
+    with django_assert_max_num_queries(20):
+        client.post(
+            reverse("annotation:rater_exclusion", args=[study.pk, rater_pk]),
+            {"excluded": "on"},
+            headers={"HX-Request": "true"},
+        )
 
 
 def test_the_admin_shows_history_read_only_and_keeps_studies_with_answers(

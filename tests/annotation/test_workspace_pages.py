@@ -259,6 +259,10 @@ def _cycle(client, study) -> dict[str, int]:
     )
     measure("workspace", lambda: client.get(reverse("annotation:workspace", args=[study.pk])))
     measure(
+        "item",
+        lambda: client.get(reverse("annotation:item", args=[study.pk, token_of(first)])),
+    )
+    measure(
         "answer",
         lambda: client.post(
             reverse("annotation:answer", args=[study.pk, token_of(first)]),
@@ -291,7 +295,7 @@ def test_query_counts_are_bounded_and_do_not_grow_with_the_data(
         _cycle(client, study)
     big = _cycle(client, study)
     assert all(big[name] <= small[name] for name in small), (small, big)
-    limits = {"home": 6, "next": 18, "workspace": 12, "answer": 30, "undo": 20}
+    limits = {"home": 6, "next": 16, "workspace": 12, "item": 12, "answer": 26, "undo": 20}
     for name, count in small.items():
         assert count <= limits.get(name, 30), (name, count)
 
