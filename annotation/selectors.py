@@ -56,10 +56,14 @@ def rater_for(*, user, study_id: int) -> Rater:
     )
 
 
-def assignment_for(*, rater: Rater, token: str) -> Assignment:
-    """The rater's own assignment on the item with this token, or 404."""
+def assignment_for(*, user, study_id: int, token: str) -> Assignment:
+    """The user's own assignment on the item with this token in this study, with its rater
+    and study, or 404 (not their item, not their study, no such thing)."""
     return get_object_or_404(
-        Assignment.objects.select_related(*ITEM_SOURCES), rater=rater, item__token=token
+        Assignment.objects.select_related("rater__study", *ITEM_SOURCES),
+        rater__study_id=study_id,
+        rater__user=user,
+        item__token=token,
     )
 
 
@@ -133,22 +137,21 @@ def home_studies(*, user) -> list[Rater]:
 @dataclass(frozen=True)
 class Progress:
     done: int
-    left: int
+    left: int | None
     seconds: float
 
 
-def rater_progress(*, rater: Rater) -> Progress:
-    row = (
-        Rater.objects.filter(pk=rater.pk)
-        .annotate(
-            done=Coalesce(_done(OuterRef("pk")), 0),
-            seconds=Coalesce(_seconds(OuterRef("pk")), 0.0),
-            left=Coalesce(_open_for_rater(), 0),
-        )
-        .values("done", "seconds", "left")
-        .get()
-    )
-    return Progress(done=row["done"], left=row["left"], seconds=row["seconds"])
+def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
+    """Done, time spent and (``with_left``) what is left: the one figure that counts the
+    study's open items, so the workspace asks for it only between items."""
+    figures = {
+        "done": Coalesce(_done(OuterRef("pk")), 0),
+        "seconds": Coalesce(_seconds(OuterRef("pk")), 0.0),
+    }
+    if with_left:
+        figures["left"] = Coalesce(_open_for_rater(), 0)
+    row = Rater.objects.filter(pk=rater.pk).annotate(**figures).values(*figures).get()
+    return Progress(done=row["done"], left=row.get("left"), seconds=row["seconds"])
 
 
 def last_answer(*, rater: Rater) -> Answer | None:
@@ -162,6 +165,8 @@ def last_answer(*, rater: Rater) -> Answer | None:
 
 def undone_answer(*, assignment: Assignment) -> Answer | None:
     """The assignment's latest undone answer, to refill the form with."""
+    if getattr(assignment, "fresh", False):
+        return None
     return (
         assignment.answers.filter(retraction_reason="undo").order_by("-retracted_at", "-id").first()
     )

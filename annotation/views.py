@@ -67,7 +67,7 @@ def _workspace(
     context = {
         "study": study,
         "assignment": assignment,
-        "progress": selectors.rater_progress(rater=rater),
+        "progress": selectors.rater_progress(rater=rater, with_left=assignment is None),
         "shortcuts": shortcuts_for(study.kind),
         "notice": notice,
         "is_open": study.status == StudyStatus.OPEN,
@@ -130,8 +130,8 @@ def next_item(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def answer(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
-    rater = selectors.rater_for(user=request.user, study_id=study_id)
-    assignment = selectors.assignment_for(rater=rater, token=token)
+    assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
+    rater = assignment.rater
     study = rater.study
     form = ANSWER_FORMS[study.kind](request.POST, study=study, assignment=assignment)
     if not form.is_valid():
@@ -173,8 +173,8 @@ def undo(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def item_detail(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
     """One of the annotator's own items: to answer if they hold it, else their answer."""
-    rater = selectors.rater_for(user=request.user, study_id=study_id)
-    return _workspace(request, rater, selectors.assignment_for(rater=rater, token=token))
+    assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
+    return _workspace(request, assignment.rater, assignment)
 
 
 # --- Staff ------------------------------------------------------------------------------------

@@ -49,6 +49,25 @@ def _recreate_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds_of_children(parent: int) -> float:
+    """User + system CPU of the gunicorn workers (the children of ``parent``), so far."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -341,8 +360,19 @@ def main() -> None:
                 )
             )
 
-        asyncio.run(everyone())
+        cpu_before = None
+
+        async def measured():
+            nonlocal cpu_before
+            await asyncio.sleep(args.warmup)
+            cpu_before = _cpu_seconds_of_children(server.pid)
+
+        async def run_all():
+            await asyncio.gather(everyone(), measured())
+
+        asyncio.run(run_all())
         wall = time.monotonic() - started
+        server_cpu = _cpu_seconds_of_children(server.pid) - (cpu_before or 0.0)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -369,6 +399,11 @@ def main() -> None:
         f"{_pct(all_latency, 95):>8.1f} {_pct(all_latency, 99):>8.1f} "
         f"{max(all_latency, default=0):>8.1f}"
     )
+    cpu_per_request = server_cpu * 1000 / len(all_latency) if all_latency else 0.0
+    print(
+        f"web workers' CPU: {server_cpu:.1f} s over {measured:.0f} s "
+        f"({cpu_per_request:.1f} ms per request; the database's own CPU not included)"
+    )
     print(
         f"answers stored {checks['answers']} (client saw {tally.submitted} succeed), "
         f"items complete {checks['complete_items']} of {items}, errors {len(tally.errors)}"
@@ -379,7 +414,8 @@ def main() -> None:
         f"RESULT p50_ms={_pct(all_latency, 50):.1f} p95_ms={_pct(all_latency, 95):.1f} "
         f"p99_ms={_pct(all_latency, 99):.1f} answers_per_s={answers_per_s:.1f} "
         f"errors={len(tally.errors)} over_assigned={checks['over_assigned']} lost={lost} "
-        f"annotators={args.annotators} think_ms={args.think_ms:.0f}"
+        f"annotators={args.annotators} think_ms={args.think_ms:.0f} "
+        f"web_cpu_ms_per_request={cpu_per_request:.1f}"
     )
 
 

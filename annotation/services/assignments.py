@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -98,9 +98,13 @@ def _places_taken(item_ids: list[int], now: datetime, *, excluding: int | None =
     )
 
 
+def _lease(study: Study) -> timedelta:
+    return timedelta(minutes=study.lease_minutes)
+
+
 def _renew(assignment: Assignment, study: Study, now: datetime) -> Assignment:
     assignment.leased_at = now
-    assignment.lease_expires_at = now + timedelta(minutes=study.lease_minutes)
+    assignment.lease_expires_at = now + _lease(study)
     Assignment.objects.filter(pk=assignment.pk).update(
         state=AssignmentState.LEASED,
         leased_at=assignment.leased_at,
@@ -146,22 +150,32 @@ def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assi
     suggestion = item.payload.get("suggestion")
     if suggestion:
         display["suggested"] = suggestion
-    return Assignment.objects.create(
+    assignment = Assignment.objects.create(
         item=item,
         rater=rater,
         role=AssignmentRole.ADJUDICATE if item.needs_adjudication else AssignmentRole.ANNOTATE,
         display=display,
         leased_at=now,
-        lease_expires_at=now + timedelta(minutes=rater.study.lease_minutes),
+        lease_expires_at=now + _lease(rater.study),
     )
+    assignment.fresh = True  # never answered: nothing to refill the form from
+    return assignment
 
 
 def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment | None:
-    """The rater's current assignment: the one they hold (lease renewed), else a new one, else
-    None (nothing left for them, or the study is closed). See the module docstring for the
-    locking that makes this safe under concurrency."""
+    """The rater's current assignment: the one they hold (its lease renewed once less than
+    half of it is left), else a new one, else None (nothing left for them, or the study is
+    closed). See the module docstring for the locking that makes this safe under concurrency."""
     now = now or timezone.now()
+    current = assignment_current(rater=rater)
+    if current is not None and current.lease_expires_at - now > _lease(rater.study) / 2:
+        return current  # the common case (a reload, Next on the item shown): nothing to write
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # A lease is soft state: should the server crash within the commit delay, the
+            # worst case is an item handed out again. Answers stay synchronously committed.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
         rater = _lock_rater(rater)
         study = rater.study
         held = list(
@@ -237,15 +251,15 @@ def answer_submit(
             return SubmitResult(previous, replayed=True)
         if rater.study.status != StudyStatus.OPEN:
             raise AnswerRejected("this study is closed")
-        assignment = (
-            Assignment.objects.filter(rater=rater, item__token=item_token)
-            .values_list("pk", "item_id")
+        # The item's row lock, found through the rater's own assignment (none: not theirs).
+        item = (
+            StudyItem.objects.select_for_update(of=("self",))
+            .filter(token=item_token, assignments__rater=rater)
             .first()
         )
-        if assignment is None:
+        if item is None:
             raise AnswerRejected("this item is not yours")
-        item = _lock_item(assignment[1])
-        assignment = Assignment.objects.get(pk=assignment[0])
+        assignment = Assignment.objects.get(item=item, rater=rater)
         if assignment.state == AssignmentState.DONE:
             live = assignment.answers.get(retracted_at__isnull=True)
             return SubmitResult(live, replayed=True)

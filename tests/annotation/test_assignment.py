@@ -49,9 +49,10 @@ def test_next_resumes_the_held_item_and_renews_its_lease(make_study):
     study = make_study()
     r = rater(study, study.raters.first().user)
     first = assignment_next(rater=r)
-    again = assignment_next(rater=r, now=timezone.now() + timedelta(minutes=5))
-    assert again.pk == first.pk
-    assert again.lease_expires_at > first.lease_expires_at
+    soon = assignment_next(rater=r, now=timezone.now() + timedelta(minutes=5))
+    assert soon.pk == first.pk and soon.lease_expires_at == first.lease_expires_at  # no write
+    later = assignment_next(rater=r, now=timezone.now() + timedelta(minutes=20))
+    assert later.pk == first.pk and later.lease_expires_at > first.lease_expires_at
     assert assignment_current(rater=r).pk == first.pk
     submit(r, first, "key-one-1")
     assert assignment_next(rater=r).item_id != first.item_id
