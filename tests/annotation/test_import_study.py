@@ -54,10 +54,12 @@ def test_study_1_sample_imports_as_a_closed_direct_rating_study():
     assert item.completed_answers == sum(r["item_id"] == first["item_id"] for r in ratings)
 
 
-def test_study_2_sample_keeps_the_side_shown_and_the_deswapped_case():
+def test_study_2_sample_keeps_the_side_shown_and_the_deswapped_case(client_for, researcher):
     items_path = release_file("pairwise_sample_items.sample.json")
     ratings_path = release_file("pairwise_ratings.sample.jsonl")
     study, _ = run_import("pairwise", items_path, ratings_path)
+    page = client_for(researcher).get(reverse("annotation:study_detail", args=[study.pk]))
+    assert page.status_code == 200 and "P03" in page.content.decode()
     ratings = [json.loads(line) for line in ratings_path.read_text().splitlines() if line.strip()]
     for rating in ratings:
         answer = Answer.objects.get(
