@@ -34,9 +34,8 @@ from annotation.models import (
     Study,
     StudyItem,
 )
-from annotation.services.assignments import ITEM_SOURCES, SOURCES
 from benchmark.evaluation.requests import conversation_until
-from benchmark.models import Anchor, Judgment, JudgmentState, Turn
+from benchmark.models import Anchor, EvaluationUnit, Judgment, JudgmentState, Trigger, Turn
 from benchmark.selectors import dialogue_for_reading
 
 JUDGE_LETTERS = "ABCDEFGH"
@@ -60,24 +59,11 @@ def assignment_for(*, user, study_id: int, token: str) -> Assignment:
     """The user's own assignment on the item with this token in this study, with its rater
     and study, or 404 (not their item, not their study, no such thing)."""
     return get_object_or_404(
-        Assignment.objects.select_related("rater__study", *ITEM_SOURCES),
+        Assignment.objects.select_related("rater__study", "item"),
         rater__study_id=study_id,
         rater__user=user,
         item__token=token,
     )
-
-
-def with_sources(assignment: Assignment | None) -> Assignment | None:
-    """The assignment with what ``item_view`` reads joined in: as it is when the services
-    already loaded them (they do when handing items out), else fetched again (one query)."""
-    if assignment is None:
-        return None
-    loaded = Assignment.item.is_cached(assignment) and all(
-        getattr(StudyItem, name.split("__")[0]).is_cached(assignment.item) for name in SOURCES
-    )
-    if loaded:
-        return assignment
-    return Assignment.objects.select_related(*ITEM_SOURCES).get(pk=assignment.pk)
 
 
 # --- Annotator pages --------------------------------------------------------------------------
@@ -143,15 +129,22 @@ class Progress:
 
 def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
     """Done, time spent and (``with_left``) what is left: the one figure that counts the
-    study's open items, so the workspace asks for it only between items."""
-    figures = {
-        "done": Coalesce(_done(OuterRef("pk")), 0),
-        "seconds": Coalesce(_seconds(OuterRef("pk")), 0.0),
-    }
+    study's open items, so the workspace asks for it only between items. Done and time are
+    read from the rater's done assignments outwards (their index), whatever the planner's
+    statistics say about the answers table."""
+    row = Assignment.objects.filter(rater=rater, state=AssignmentState.DONE).aggregate(
+        done=Count("id", distinct=True),
+        seconds=Sum("answers__time_on_item_s", filter=Q(answers__retracted_at__isnull=True)),
+    )
+    left = None
     if with_left:
-        figures["left"] = Coalesce(_open_for_rater(), 0)
-    row = Rater.objects.filter(pk=rater.pk).annotate(**figures).values(*figures).get()
-    return Progress(done=row["done"], left=row.get("left"), seconds=row["seconds"])
+        left = (
+            Rater.objects.filter(pk=rater.pk)
+            .annotate(left=Coalesce(_open_for_rater(), 0))
+            .values_list("left", flat=True)
+            .get()
+        )
+    return Progress(done=row["done"], left=left, seconds=row["seconds"] or 0.0)
 
 
 def last_answer(*, rater: Rater) -> Answer | None:
@@ -193,19 +186,17 @@ def judge_verdict_reveal(*, study: Study, answer: Answer) -> dict | None:
     }
 
 
-def _conversation(item: StudyItem) -> tuple[list[dict], list[Turn]]:
-    trigger = item.trigger
+def _conversation(trigger: Trigger) -> list[dict]:
     turns = list(
         Turn.objects.filter(dialogue_id=trigger.turn.dialogue_id, index__lte=trigger.turn.index)
         .only("index", "user_message", "assistant_response")
         .order_by("index")
     )
     messages = conversation_until(trigger, turns)
-    return [{"role": m.role, "text": m.content} for m in messages], turns
+    return [{"role": m.role, "text": m.content} for m in messages]
 
 
-def _rubric(item: StudyItem) -> dict:
-    trigger = item.trigger
+def _rubric(trigger: Trigger) -> dict:
     return {
         "type": trigger.get_type_display(),
         "pass": trigger.pass_criteria,
@@ -220,27 +211,34 @@ def item_view(*, assignment: Assignment, study: Study) -> dict:
     kind = study.kind
     if kind == StudyKind.DIALOGUE_AUDIT:
         return _audit_view(assignment)
-    conversation, _ = _conversation(item)
-    view = {"conversation": conversation}
+    # Small separate queries rather than one wide join: cheaper to plan, and only what is shown.
+    trigger = Trigger.objects.select_related("turn").defer("turn__planner").get(pk=item.trigger_id)
+    replies = dict(
+        EvaluationUnit.objects.filter(pk__in=[item.unit_id, item.unit_b_id]).values_list(
+            "pk", "reply"
+        )
+    )
+    reply = replies.get(item.unit_id, "")
+    view = {"conversation": _conversation(trigger)}
     if kind == StudyKind.PAIRWISE:
-        replies = {"A": item.unit.reply, "B": item.unit_b.reply}
+        replies = {"A": reply, "B": replies.get(item.unit_b_id, "")}
         view["responses"] = [
             {"number": n, "text": replies[case]}
             for n, case in enumerate(assignment.display["order"], start=1)
         ]
     elif kind == StudyKind.DIRECT_RATING:
-        view["reply"] = item.unit.reply
-        view["rubric"] = _rubric(item)
+        view["reply"] = reply
+        view["rubric"] = _rubric(trigger)
         view["known"] = list(
             Anchor.objects.filter(
-                dialogue_id=item.trigger.turn.dialogue_id,
-                disclosed_in__index__lte=item.trigger.turn.index,
+                dialogue_id=trigger.turn.dialogue_id,
+                disclosed_in__index__lte=trigger.turn.index,
             )
             .order_by("disclosed_in__index", "key")
             .values_list("text", flat=True)
         )
     elif kind == StudyKind.ADJUDICATION:
-        view["rubric"] = _rubric(item)
+        view["rubric"] = _rubric(trigger)
         by_judge = {
             j.judge_name: j
             for j in Judgment.objects.filter(unit_id=item.unit_id, state=JudgmentState.DONE)
@@ -261,10 +259,10 @@ def item_view(*, assignment: Assignment, study: Study) -> dict:
             )
         view["judges"] = judges
         view["reply_html"] = highlight(
-            item.unit.reply, [(j["css"], j["evidence"]) for j in judges if j["evidence"]]
+            reply, [(j["css"], j["evidence"]) for j in judges if j["evidence"]]
         )
     elif kind == StudyKind.FAILURE_MODE:
-        view["reply"] = item.unit.reply
+        view["reply"] = reply
         suggestion = assignment.display.get("suggested") or {}
         view["suggestion"] = {
             "label": suggestion.get("label", ""),

@@ -63,7 +63,6 @@ def _workspace(
     notice: str = "",
 ) -> HttpResponse:
     study = rater.study
-    assignment = selectors.with_sources(assignment)
     context = {
         "study": study,
         "assignment": assignment,

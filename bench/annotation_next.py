@@ -52,8 +52,8 @@ def _recreate_database(url: str) -> None:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds_of_children(parent: int) -> float:
-    """User + system CPU of the gunicorn workers (the children of ``parent``), so far."""
+def _cpu_seconds(match) -> float:
+    """User + system CPU so far of the processes ``match(pid, ppid, cmdline)`` accepts."""
     total = 0.0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -61,11 +61,23 @@ def _cpu_seconds_of_children(parent: int) -> float:
         try:
             with open(f"/proc/{entry}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(fields[1]) == parent:
+        if match(int(entry), int(fields[1]), command):
             total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     return total
+
+
+def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
+    """CPU seconds so far: the web workers, the database's server processes for the bench
+    database, and this process (the simulated annotators)."""
+    return {
+        "web": _cpu_seconds(lambda pid, ppid, cmd: ppid == server_pid),
+        "database": _cpu_seconds(lambda pid, ppid, cmd: f" {database} " in f"{cmd} "),
+        "client": time.process_time(),
+    }
 
 
 def _free_port() -> int:
@@ -312,8 +324,8 @@ def main() -> None:
     parser.add_argument("--think-ms", type=float, default=1000.0, help="pause between actions")
     parser.add_argument("--k", type=int, default=3, help="annotators per item")
     parser.add_argument("--models", type=int, default=16, help="pairs per RECOVERY trigger")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=4, help="threads per worker")
+    parser.add_argument("--workers", type=int, default=8, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=1, help="threads per worker")
     parser.add_argument(
         "--database-url",
         default="postgres://postgres@127.0.0.1:5432/proactbench_bench_annotation",
@@ -360,19 +372,20 @@ def main() -> None:
                 )
             )
 
-        cpu_before = None
+        database = args.database_url.rsplit("/", 1)[1]
+        cpu_before: dict[str, float] = {}
 
         async def measured():
-            nonlocal cpu_before
             await asyncio.sleep(args.warmup)
-            cpu_before = _cpu_seconds_of_children(server.pid)
+            cpu_before.update(_cpu_snapshot(server.pid, database))
 
         async def run_all():
             await asyncio.gather(everyone(), measured())
 
         asyncio.run(run_all())
         wall = time.monotonic() - started
-        server_cpu = _cpu_seconds_of_children(server.pid) - (cpu_before or 0.0)
+        cpu_after = _cpu_snapshot(server.pid, database)
+        cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -399,10 +412,11 @@ def main() -> None:
         f"{_pct(all_latency, 95):>8.1f} {_pct(all_latency, 99):>8.1f} "
         f"{max(all_latency, default=0):>8.1f}"
     )
-    cpu_per_request = server_cpu * 1000 / len(all_latency) if all_latency else 0.0
+    cpu_per_request = cpu["web"] * 1000 / len(all_latency) if all_latency else 0.0
     print(
-        f"web workers' CPU: {server_cpu:.1f} s over {measured:.0f} s "
-        f"({cpu_per_request:.1f} ms per request; the database's own CPU not included)"
+        f"CPU over the measured {measured:.0f} s: web workers {cpu['web']:.1f} s "
+        f"({cpu_per_request:.1f} ms per request), PostgreSQL {cpu['database']:.1f} s, "
+        f"simulated annotators {cpu['client']:.1f} s; {os.cpu_count()} cores"
     )
     print(
         f"answers stored {checks['answers']} (client saw {tally.submitted} succeed), "

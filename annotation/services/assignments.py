@@ -49,9 +49,6 @@ from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
 # them (SKIP LOCKED), spreading answers over more items than needed.
 CANDIDATE_BATCH = 1
 MAX_TIME_ON_ITEM_S = 24 * 3600
-# What the workspace reads of an item: joined in wherever an assignment is handed out.
-SOURCES = ("trigger__turn", "unit", "unit_b", "disagreement")
-ITEM_SOURCES = ("item", *(f"item__{name}" for name in SOURCES))
 
 
 class AnswerRejected(Exception):
@@ -132,8 +129,7 @@ def _candidates(rater: Rater, now: datetime):
     items = items.annotate(taken=Coalesce(Subquery(room, output_field=IntegerField()), 0)).filter(
         taken__lt=F("required_answers")
     )
-    # The item's sources come along (the workspace shows them next); only the item row is locked.
-    return items.select_related(*SOURCES).order_by("-needs_adjudication", "position")
+    return items.order_by("-needs_adjudication", "position")
 
 
 def _display(item: StudyItem, slot: int) -> dict:
@@ -180,7 +176,7 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
         study = rater.study
         held = list(
             Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
-            .select_related(*ITEM_SOURCES)
+            .select_related("item")
             .order_by("-leased_at", "-id")
         )
         for assignment in held:
@@ -214,7 +210,7 @@ def assignment_current(*, rater: Rater) -> Assignment | None:
     """What the rater is on right now, without handing anything out (a page load)."""
     return (
         Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
-        .select_related(*ITEM_SOURCES)
+        .select_related("item")
         .order_by("-leased_at", "-id")
         .first()
     )
