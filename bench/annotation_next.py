@@ -343,11 +343,16 @@ def main() -> None:
         "SESSION_COOKIE_SECURE": "0",
         "CSRF_COOKIE_SECURE": "0",
         "LOG_LEVEL": "WARNING",
+        # Connections live through the run (as in production), so the database processes
+        # measured at the start are the ones still working at the end.
+        "DB_CONN_MAX_AGE": "600",
     }
     env.pop("REDIS_URL", None)
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     study_id, sessions, items = _prepare(args)
+    with open("/proc/loadavg") as loadavg:
+        load_before = " ".join(loadavg.read().split()[:3])
     port = _free_port()
     server = _start_gunicorn(args, env, port)
     tally = Tally()
@@ -395,6 +400,7 @@ def main() -> None:
     measured = min(wall - args.warmup, args.duration)
     answers_per_s = len(tally.latency["answer"]) / measured if measured > 0 else 0.0
 
+    print(f"machine load average (1, 5, 15 min) at the start: {load_before}")
     print(
         f"{args.annotators} annotators, {args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
         f"think {args.think_ms:.0f} ms, k={args.k}, {items} items, gunicorn "
@@ -429,7 +435,7 @@ def main() -> None:
         f"p99_ms={_pct(all_latency, 99):.1f} answers_per_s={answers_per_s:.1f} "
         f"errors={len(tally.errors)} over_assigned={checks['over_assigned']} lost={lost} "
         f"annotators={args.annotators} think_ms={args.think_ms:.0f} "
-        f"web_cpu_ms_per_request={cpu_per_request:.1f}"
+        f"web_cpu_ms_per_request={cpu_per_request:.1f} load_before={load_before.split()[0]}"
     )
 
 
