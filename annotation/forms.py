@@ -18,7 +18,7 @@ from annotation.kinds import (
     StudyKind,
 )
 from annotation.models import Assignment, Study
-from annotation.roles import ANNOTATOR
+from annotation.roles import ANNOTATOR, RESEARCHER
 from annotation.services.assignments import AnswerInput
 from annotation.services.studies import StudySpec
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
@@ -46,10 +46,11 @@ COMMON_FIELDS = (
 TAIL_FIELDS = ("max_items", "seed", "gold")
 
 
-def annotator_choices():
+def annotator_choices(*groups: str):
+    """Active members of the given role groups (default: annotators)."""
     return (
         get_user_model()
-        .objects.filter(is_active=True, groups__name=ANNOTATOR)
+        .objects.filter(is_active=True, groups__name__in=groups or (ANNOTATOR,))
         .order_by("username")
         .distinct()
     )
@@ -88,7 +89,8 @@ class StudyCreateForm(forms.Form):
         queryset=annotator_choices(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="Who may be the third auditor when two split (default: any annotator).",
+        help_text="Who may be the third auditor when two split (default: any annotator); "
+        "researchers may be chosen too.",
     )
     run = forms.ModelChoiceField(
         queryset=EvaluationRun.objects.order_by("-created_at"),
@@ -135,7 +137,8 @@ class StudyCreateForm(forms.Form):
         super().__init__(*args, **kwargs)
         # Querysets are evaluated per form, so new users and runs appear without a restart.
         self.fields["annotators"].queryset = annotator_choices()
-        self.fields["adjudicators"].queryset = annotator_choices()
+        # A split audit may well be settled by a researcher.
+        self.fields["adjudicators"].queryset = annotator_choices(ANNOTATOR, RESEARCHER)
 
     def chosen_kind(self) -> str:
         raw = self.data.get("kind") if self.is_bound else self.initial.get("kind")

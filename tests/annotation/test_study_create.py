@@ -278,3 +278,22 @@ def test_the_admin_creates_a_study_with_the_same_rules(
     assert response.url == reverse("admin:annotation_study_change", args=[study.pk])
     change = client.get(response.url)
     assert change.status_code == 200
+
+
+def test_a_researcher_can_be_the_audit_adjudicator(client_for, researcher, run, make_annotators):
+    people = make_annotators(2)
+    response = client_for(researcher).post(
+        reverse("annotation:study_new"),
+        form_data(
+            run,
+            people,
+            kind=StudyKind.DIALOGUE_AUDIT,
+            name="Audit the drafts",
+            adjudicators=[str(researcher.pk)],
+            dialogue_status="draft",
+        ),
+    )
+    study = Study.objects.get()
+    assert response.status_code == 302 and study.kind == StudyKind.DIALOGUE_AUDIT
+    judge = Rater.objects.get(study=study, user=researcher)
+    assert judge.adjudicates and not judge.annotates
