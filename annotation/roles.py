@@ -12,6 +12,7 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import Http404, HttpRequest
+from django.utils.functional import SimpleLazyObject
 
 ANNOTATOR = "Annotator"
 RESEARCHER = "Researcher"
@@ -59,12 +60,13 @@ def staff_like_required(view):
     return wrapped
 
 
-def role_context(request: HttpRequest) -> dict[str, bool]:
+def role_context(request: HttpRequest) -> dict[str, object]:
+    """Lazy: a partial (an htmx swap) that never shows the navigation costs no query."""
     user = getattr(request, "user", None)
     if user is None:
         return {}
     return {
-        "user_is_staff_like": is_staff_like(user),
-        "user_is_annotator": is_annotator(user),
-        "user_is_admin": is_admin(user),
+        "user_is_staff_like": SimpleLazyObject(lambda: is_staff_like(user)),
+        "user_is_annotator": SimpleLazyObject(lambda: is_annotator(user)),
+        "user_is_admin": SimpleLazyObject(lambda: is_admin(user)),
     }

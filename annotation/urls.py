@@ -5,5 +5,20 @@ from annotation import views
 app_name = "annotation"
 
 urlpatterns = [
+    # Annotators: their own studies and items (anyone else's is a 404).
     path("", views.annotator_home, name="home"),
+    path("<int:study_id>/", views.workspace, name="workspace"),
+    path("<int:study_id>/next", views.next_item, name="next"),
+    path("<int:study_id>/undo", views.undo, name="undo"),
+    path("<int:study_id>/items/<str:token>/", views.item_detail, name="item"),
+    path("<int:study_id>/items/<str:token>/answer", views.answer, name="answer"),
+    # Staff (admin or researcher).
+    path("studies/", views.study_list, name="study_list"),
+    path("studies/new", views.study_new, name="study_new"),
+    path("studies/<int:study_id>/", views.study_detail, name="study_detail"),
+    path(
+        "studies/<int:study_id>/raters/<int:rater_id>/exclusion",
+        views.rater_exclusion,
+        name="rater_exclusion",
+    ),
 ]

@@ -1,8 +1,247 @@
+"""Annotation pages. Annotators: their home, and one workspace per study (htmx: every action —
+next, answer, undo — returns the one ``#workspace`` partial; without htmx the same actions
+redirect back to the page). Staff (admin or researcher): the studies, creating one, and a page
+per study with progress and rater quality."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import selectors
+from annotation.forms import (
+    ANSWER_FORMS,
+    ExclusionForm,
+    StudyCreateForm,
+    answer_form_initial,
+)
+from annotation.kinds import COMMON_SHORTCUTS, StudyKind, shortcuts_for
+from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
+from annotation.roles import staff_like_required
+from annotation.services.assignments import (
+    AnswerRejected,
+    answer_submit,
+    answer_undo,
+    assignment_current,
+    assignment_next,
+)
+from annotation.services.studies import StudyInputError, rater_exclusion_set, study_create
+
+NOTHING_LEFT = "Nothing is left for you in this study right now. Thank you!"
+LATE_NOTICE = (
+    "Your answer arrived after this item's time ran out and it had gone to someone else: it was "
+    "kept, but not counted. Here is your next item."
+)
+
+
+# --- Annotators -------------------------------------------------------------------------------
 
 
 @login_required
-def annotator_home(request):
-    """Each person's own work page: the studies assigned to them (none until studies exist)."""
-    return render(request, "annotation/home.html", {"studies": []})
+@require_GET
+def annotator_home(request: HttpRequest) -> HttpResponse:
+    """Each person's own work page: the studies they are a rater in, with their progress."""
+    return render(
+        request,
+        "annotation/home.html",
+        {"raters": selectors.home_studies(user=request.user), "shortcuts": COMMON_SHORTCUTS},
+    )
+
+
+def _workspace(
+    request: HttpRequest,
+    rater: Rater,
+    assignment: Assignment | None,
+    *,
+    form=None,
+    notice: str = "",
+) -> HttpResponse:
+    study = rater.study
+    context = {
+        "study": study,
+        "assignment": assignment,
+        "progress": selectors.rater_progress(rater=rater, with_left=assignment is None),
+        "shortcuts": shortcuts_for(study.kind),
+        "notice": notice,
+        "is_open": study.status == StudyStatus.OPEN,
+    }
+    if assignment is not None:
+        context["view"] = selectors.item_view(assignment=assignment, study=study)
+        if assignment.state == AssignmentState.LEASED and context["is_open"]:
+            if form is None:
+                form = ANSWER_FORMS[study.kind](
+                    initial=_initial(study, assignment), study=study, assignment=assignment
+                )
+            context["form"] = form
+        else:
+            context["answer"] = assignment.answers.order_by("-id").first()
+    if study.kind == StudyKind.DIRECT_RATING:
+        last = selectors.last_answer(rater=rater)
+        if last is not None and (
+            assignment is None or last.assignment.item_id != assignment.item_id
+        ):
+            context["reveal"] = selectors.judge_verdict_reveal(study=study, answer=last)
+    template = "annotation/workspace.html"
+    if request.htmx:
+        template += "#workspace"
+    return render(request, template, context)
+
+
+def _initial(study: Study, assignment: Assignment) -> dict:
+    initial = answer_form_initial(study.kind, selectors.undone_answer(assignment=assignment))
+    if study.kind == StudyKind.FAILURE_MODE and "label" not in initial:
+        initial["label"] = (assignment.display.get("suggested") or {}).get("label")
+    initial["idempotency_key"] = secrets.token_urlsafe(16)
+    return initial
+
+
+def _after_action(request: HttpRequest, rater: Rater, assignment, **kwargs) -> HttpResponse:
+    if request.htmx:
+        return _workspace(request, rater, assignment, **kwargs)
+    if kwargs.get("notice"):
+        messages.info(request, kwargs["notice"])
+    return redirect("annotation:workspace", study_id=rater.study_id)
+
+
+@login_required
+@require_GET
+def workspace(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The study's workspace: the item the annotator is on (resumed as they left it)."""
+    rater = selectors.rater_for(user=request.user, study_id=study_id)
+    return _workspace(request, rater, assignment_current(rater=rater))
+
+
+@login_required
+@require_POST
+def next_item(request: HttpRequest, study_id: int) -> HttpResponse:
+    rater = selectors.rater_for(user=request.user, study_id=study_id)
+    assignment = assignment_next(rater=rater)
+    notice = "" if assignment else NOTHING_LEFT
+    return _after_action(request, rater, assignment, notice=notice)
+
+
+@login_required
+@require_POST
+def answer(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
+    assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
+    rater = assignment.rater
+    study = rater.study
+    form = ANSWER_FORMS[study.kind](request.POST, study=study, assignment=assignment)
+    if not form.is_valid():
+        return _workspace(request, rater, assignment, form=form)
+    try:
+        result = answer_submit(
+            rater=rater,
+            item_token=token,
+            answer=form.to_input(),
+            idempotency_key=form.cleaned_data["idempotency_key"],
+            elapsed_ms=form.cleaned_data["elapsed_ms"],
+        )
+    except AnswerRejected as exc:
+        return _after_action(
+            request, rater, assignment_current(rater=rater), notice=f"Not saved: {exc}."
+        )
+    following = assignment_next(rater=rater)
+    notice = LATE_NOTICE if result.late else ""
+    if following is None and not notice:
+        notice = NOTHING_LEFT
+    return _after_action(request, rater, following, notice=notice)
+
+
+@login_required
+@require_POST
+def undo(request: HttpRequest, study_id: int) -> HttpResponse:
+    rater = selectors.rater_for(user=request.user, study_id=study_id)
+    reopened = answer_undo(rater=rater)
+    if reopened is None:
+        return _after_action(
+            request, rater, assignment_current(rater=rater), notice="Nothing to undo."
+        )
+    return _after_action(
+        request, rater, reopened, notice="Undone: the item is back, as you left it."
+    )
+
+
+@login_required
+@require_GET
+def item_detail(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
+    """One of the annotator's own items: to answer if they hold it, else their answer."""
+    assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
+    return _workspace(request, assignment.rater, assignment)
+
+
+# --- Staff ------------------------------------------------------------------------------------
+
+
+@staff_like_required
+@require_GET
+def study_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "annotation/study_list.html", {"studies": selectors.study_list()})
+
+
+@staff_like_required
+def study_new(request: HttpRequest) -> HttpResponse:
+    """Create a study from a selection. With htmx, changing the kind re-renders the form with
+    that kind's selection fields (values typed so far are kept)."""
+    if request.method == "POST":
+        form = StudyCreateForm(request.POST)
+        if form.is_valid():
+            try:
+                study = study_create(spec=form.to_spec(), created_by=request.user)
+            except StudyInputError as exc:
+                for field_name, errors in exc.errors.items():
+                    for error in errors:
+                        form.add_error(None if field_name == "__all__" else field_name, error)
+            else:
+                messages.success(
+                    request, f"Study {study.pk} created with {study.items.count()} items."
+                )
+                return redirect("annotation:study_detail", study_id=study.pk)
+    else:
+        form = StudyCreateForm(request.GET or None) if request.htmx else StudyCreateForm()
+        if request.htmx:
+            form.errors.clear()  # a kind switch, not a submission: no errors yet
+    template = "annotation/study_form.html"
+    if request.htmx and request.method == "GET":
+        template += "#form"
+    return render(request, template, {"form": form})
+
+
+@staff_like_required
+@require_GET
+def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
+    return render(
+        request,
+        "annotation/study_detail.html",
+        {"study": study, "overview": selectors.study_overview(study=study)},
+    )
+
+
+@staff_like_required
+@require_POST
+def rater_exclusion(request: HttpRequest, study_id: int, rater_id: int) -> HttpResponse:
+    """Exclude a rater from the study's statistics, or include them again (recorded)."""
+    rater = get_object_or_404(Rater, pk=rater_id, study_id=study_id)
+    form = ExclusionForm(request.POST)
+    if form.is_valid():
+        rater_exclusion_set(
+            rater=rater,
+            excluded=form.cleaned_data["excluded"],
+            by=request.user,
+            reason=form.cleaned_data["reason"],
+        )
+    if request.htmx:
+        study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
+        return render(
+            request,
+            "annotation/study_detail.html#quality",
+            {"study": study, "overview": selectors.study_overview(study=study)},
+        )
+    return redirect(reverse("annotation:study_detail", args=[study_id]) + "#quality")

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARKS = ["corpus_import.py", "pipeline.py", "stats.py"]
+BENCHMARKS = ["corpus_import.py", "pipeline.py", "stats.py", "annotation_next.py"]
 
 
 def main() -> int:

@@ -1,4 +1,7 @@
+import importlib
+
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 
 from annotation.roles import ANNOTATOR, RESEARCHER
@@ -47,3 +50,23 @@ def client_for(client):
 def fast_password_hashing(settings):
     """PBKDF2 is slow by design; tests need no protection from brute force."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _migrated_rows_for_transactional_tests(request, django_db_blocker):
+    """A transactional test ends by emptying every table (Django's flush), including the rows
+    the migrations seed: the five domains, the 24 styles and the role groups. Put them back
+    (the seeding is idempotent) before each transactional test, so that none depends on
+    running before another one."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = (marker is not None and marker.kwargs.get("transaction")) or any(
+        name in request.fixturenames for name in ("transactional_db", "live_server")
+    )
+    if not transactional:
+        return
+    request.getfixturevalue("transactional_db")
+    seeds = importlib.import_module("benchmark.migrations.0002_seed_domains_and_styles")
+    roles = importlib.import_module("annotation.migrations.0001_roles")
+    with django_db_blocker.unblock():
+        seeds.seed(django_apps, None)
+        roles.create_groups(django_apps, None)

@@ -1,14 +1,14 @@
-"""The demo's completed run, written straight from the recorded replies and verdicts in
-``benchmark/demo_data`` — what a replay run of every demo model, both conditions and both demo
-judges produces (tests/benchmark/evaluation/test_engine.py checks that the pipeline reproduces
-these recordings), without waiting for a worker. It gives the researcher dashboard something to
-show on a fresh ``make run``.
+"""The demo recordings as one completed evaluation run, so that every results page and every
+human study has something to show on a fresh machine.
+
+The recordings (``benchmark/demo_data/replies.jsonl`` and ``judgments.jsonl``) are exactly what
+the offline ``replay`` provider serves: three fictional models, vanilla and rubric-injected, at
+every trigger of the demo corpus, each reply judged by two demo judges. Loading them as rows
+(rather than replaying them through Celery) keeps ``load_demo`` fast and needs no worker; a run
+launched over the same dialogues with the replay provider produces the same replies and verdicts.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
@@ -28,31 +28,29 @@ from benchmark.models import (
     Trigger,
     UnitState,
 )
+from benchmark.providers.replay import ReplayStore, estimate_tokens
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "demo_data"
 DEMO_RUN_NAME = "Demo run (recorded replies)"
-PRIMARY_JUDGE = "demo-judge-primary"
-
-
-def _lines(name: str) -> list[dict]:
-    with (DEMO_DIR / name).open(encoding="utf-8") as stream:
-        return [json.loads(line) for line in stream if line.strip()]
+DEMO_MODELS = ("demo-atlas-large", "demo-birch-medium", "demo-cedar-small")
+DEMO_JUDGES = ("demo-judge-primary", "demo-judge-crossfamily")  # the first is primary
 
 
 @transaction.atomic
 def demo_run_load() -> EvaluationRun:
-    """Create the demo run once (idempotent: an existing run of that name is returned as is).
-    Needs the demo corpus and endpoints loaded first (``load_demo`` does both)."""
+    """Create the demo run once (idempotent: an existing demo run is returned unchanged).
+    Needs the demo corpus and the demo endpoints (``load_demo`` creates both first)."""
     existing = EvaluationRun.objects.filter(name=DEMO_RUN_NAME).first()
     if existing is not None:
         return existing
-    replies = _lines("replies.jsonl")
-    judgments = _lines("judgments.jsonl")
-    endpoints = {e.name: e for e in ModelEndpoint.objects.filter(name__startswith="demo-")}
+    store = ReplayStore.from_demo_data()
+    endpoints = {
+        e.name: e for e in ModelEndpoint.objects.filter(name__in=DEMO_MODELS + DEMO_JUDGES)
+    }
+    dialogues = list(Dialogue.objects.filter(is_demo=True))
     triggers = {
         (uid, turn): pk
-        for pk, uid, turn in Trigger.objects.filter(turn__dialogue__is_demo=True).values_list(
-            "id", "turn__dialogue__unique_id_eval", "turn__index"
+        for pk, uid, turn in Trigger.objects.filter(turn__dialogue__in=dialogues).values_list(
+            "pk", "turn__dialogue__unique_id_eval", "turn__index"
         )
     }
     now = timezone.now()
@@ -61,58 +59,55 @@ def demo_run_load() -> EvaluationRun:
         source=RunSource.IMPORTED,
         status=RunStatus.DONE,
         conditions=[Condition.VANILLA, Condition.RUBRIC_INJECTED],
-        primary_judge=endpoints[PRIMARY_JUDGE],
+        primary_judge=endpoints[DEMO_JUDGES[0]],
         started_at=now,
         finished_at=now,
-        notes="Loaded by load_demo from benchmark/demo_data (recorded replies and verdicts).",
+        notes="The demo recordings (benchmark/demo_data), loaded by load_demo.",
     )
-    models = sorted({r["model"] for r in replies})
-    judges = sorted({j["judge"] for j in judgments})
-    run.endpoints.set([endpoints[m] for m in models])
-    run.judges.set([endpoints[j] for j in judges])
-    run.dialogues.set(Dialogue.objects.filter(is_demo=True))
-    units = EvaluationUnit.objects.bulk_create(
-        [
-            EvaluationUnit(
-                run=run,
-                trigger_id=triggers[(r["unique_id_eval"], r["turn"])],
-                endpoint=endpoints[r["model"]],
-                condition=r["condition"],
-                state=UnitState.DONE,
-                reply=r["reply"],
-                finished_at=now,
-            )
-            for r in replies
-        ]
-    )
-    unit_by_key = {
-        (r["unique_id_eval"], r["turn"], r["model"], r["condition"]): unit
-        for r, unit in zip(replies, units, strict=True)
-    }
-    rows, verdicts_by_unit = [], {}
-    for j in judgments:
-        unit = unit_by_key[(j["unique_id_eval"], j["turn"], j["model"], j["condition"])]
-        grade = grade_evidence(j["evidence"], unit.reply)
-        rows.append(
+    run.dialogues.set(dialogues)
+    run.endpoints.set([endpoints[name] for name in DEMO_MODELS])
+    run.judges.set([endpoints[name] for name in DEMO_JUDGES])
+    units = {}
+    for (uid, turn, model, condition), reply in sorted(store.replies.items()):
+        if (uid, turn) not in triggers or model not in DEMO_MODELS:
+            continue
+        units[(uid, turn, model, condition)] = EvaluationUnit(
+            run=run,
+            trigger_id=triggers[(uid, turn)],
+            endpoint=endpoints[model],
+            condition=condition,
+            state=UnitState.DONE,
+            reply=reply,
+            output_tokens=estimate_tokens(reply),
+            finished_at=now,
+        )
+    EvaluationUnit.objects.bulk_create(units.values())
+    judgments = []
+    verdicts: dict[int, dict[str, str]] = {}
+    for (uid, turn, model, condition, judge), recorded in sorted(store.judgments.items()):
+        unit = units.get((uid, turn, model, condition))
+        if unit is None or judge not in DEMO_JUDGES:
+            continue
+        grade = grade_evidence(recorded["evidence"], unit.reply)
+        judgments.append(
             Judgment(
                 unit=unit,
-                judge=endpoints[j["judge"]],
-                judge_name=j["judge"],
+                judge=endpoints[judge],
+                judge_name=judge,
                 state=JudgmentState.DONE,
-                verdict=j["verdict"],
-                rationale=j["rationale"],
-                evidence=j["evidence"],
+                verdict=recorded["verdict"],
+                rationale=recorded["rationale"],
+                evidence=recorded["evidence"],
                 evidence_status=grade.status,
                 evidence_found_share=grade.found_share,
             )
         )
-        verdicts_by_unit.setdefault(unit, {})[j["judge"]] = j["verdict"]
-    Judgment.objects.bulk_create(rows)
+        verdicts.setdefault(unit.pk, {})[judge] = recorded["verdict"]
+    Judgment.objects.bulk_create(judgments)
+    # As the engine does: a reply the judges scored differently awaits adjudication.
     JudgeDisagreement.objects.bulk_create(
-        [
-            JudgeDisagreement(unit=unit, verdicts=verdicts)
-            for unit, verdicts in verdicts_by_unit.items()
-            if len(set(verdicts.values())) > 1
-        ]
+        JudgeDisagreement(unit_id=unit_id, verdicts=by_judge)
+        for unit_id, by_judge in verdicts.items()
+        if len(set(by_judge.values())) > 1
     )
     return run

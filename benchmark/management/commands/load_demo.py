@@ -4,10 +4,11 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from annotation.demo import demo_studies_load
 from annotation.roles import ANNOTATOR, RESEARCHER
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation.demo_run import demo_run_load
-from benchmark.models import ModelEndpoint, Provider
+from benchmark.models import JudgeDisagreement, ModelEndpoint, Provider
 
 DEMO_DIR = settings.BASE_DIR / "benchmark" / "demo_data"
 
@@ -33,8 +34,8 @@ DEMO_ENDPOINTS = (
 class Command(BaseCommand):
     help = (
         "Load the hand-written demo corpus, replay endpoints for the demo models and judges, "
-        "a completed run of their recorded replies and verdicts, and demo logins (admin, "
-        "researcher, two annotators). Safe to run again."
+        "the demo run (their recorded replies and verdicts), demo logins (admin, researcher, "
+        "two annotators) and one demo study of each kind for the annotators. Safe to run again."
     )
 
     def add_arguments(self, parser):
@@ -59,10 +60,14 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"Replay endpoints: {len(DEMO_ENDPOINTS)}")
         run = demo_run_load()
-        self.stdout.write(f"Demo run: {run.name} (run {run.pk}, {run.units.count()} replies)")
+        self.stdout.write(
+            f"Demo run {run.pk}: {run.units.count()} replies, "
+            f"{JudgeDisagreement.objects.filter(unit__run=run).count()} judge disagreements"
+        )
         if no_users:
             return
         self.stdout.write("Demo logins (local trial only):")
+        users = {}
         for username, password, is_staff, group in DEMO_USERS:
             user, _ = get_user_model().objects.get_or_create(username=username)
             user.is_staff = user.is_superuser = is_staff
@@ -70,5 +75,15 @@ class Command(BaseCommand):
             user.save()
             if group:
                 user.groups.add(Group.objects.get(name=group))
+            users[username] = user
             role = "admin" if is_staff else group.lower()
             self.stdout.write(f"  {role:<11} {username} / {password}")
+        created = demo_studies_load(
+            run=run,
+            annotators=[users["annotator1"], users["annotator2"]],
+            adjudicators=[users["researcher"]],
+            created_by=users["researcher"],
+        )
+        self.stdout.write(f"Demo studies: {len(created)} created" + (": " if created else ""))
+        for name in created:
+            self.stdout.write(f"  {name}")

@@ -1,0 +1,334 @@
+"""Human studies: a study of one kind, its items, who works on it (raters), who holds which
+item (assignments, with leases) and every answer ever given.
+
+Nothing is deleted: an undo soft-retracts the answer (``retracted_at``) and the assignment goes
+back to "leased"; answers, assignments and items are PROTECTed, so a study that has answers
+cannot be deleted by accident. Invariants the database enforces: one assignment per (item,
+rater), at most one live (unretracted) answer per assignment, one idempotency key per answer.
+
+Blinding: an item carries its sources (dialogue, trigger, units, disagreement) for the server
+only. Annotators see items through opaque random tokens; which side of a pair is which condition,
+and which judge is "Judge A", lives in ``Assignment.display`` and never reaches the page.
+"""
+
+import secrets
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from annotation.kinds import StudyKind
+
+
+def new_token() -> str:
+    """An opaque, unguessable handle (URL-safe; 22 characters)."""
+    return secrets.token_urlsafe(16)
+
+
+class StudyStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    CLOSED = "closed", "Closed"
+
+
+class StudySource(models.TextChoices):
+    CREATED = "created", "Created here"
+    IMPORTED = "imported", "Imported from the release"
+
+
+class Study(models.Model):
+    name = models.CharField(
+        max_length=200, help_text="Annotators see it: never name a model or a condition."
+    )
+    kind = models.CharField(max_length=20, choices=StudyKind.choices)
+    status = models.CharField(max_length=8, choices=StudyStatus.choices, default=StudyStatus.OPEN)
+    source = models.CharField(
+        max_length=10, choices=StudySource.choices, default=StudySource.CREATED
+    )
+    instructions = models.TextField(blank=True, help_text="Shown above every item.")
+    overlap = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(1), MaxValueValidator(20)],
+        help_text="k: annotators per item (a dialogue audit: 2, plus a third when they split).",
+    )
+    reason_required = models.BooleanField(
+        default=False, help_text="Whether every answer needs a reason / note."
+    )
+    lease_minutes = models.PositiveSmallIntegerField(
+        default=30,
+        validators=[MinValueValidator(1)],
+        help_text="An item held this long without an answer may go to someone else.",
+    )
+    run = models.ForeignKey(
+        "benchmark.EvaluationRun",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="studies",
+        help_text="The run its items come from (none for audits and imported studies).",
+    )
+    selection = models.JSONField(
+        default=dict, blank=True, help_text="The selection the items were drawn with, as given."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "studies"
+        constraints = [
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="study_overlap_positive"),
+            models.CheckConstraint(condition=Q(lease_minutes__gte=1), name="study_lease_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Rater(models.Model):
+    """Someone who answers in a study: a user, or (imported studies) a release annotator id."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="raters")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="study_raters",
+    )
+    external_id = models.CharField(
+        max_length=64, blank=True, help_text="The release's annotator_id (imported studies)."
+    )
+    annotates = models.BooleanField(default=True, help_text="Takes regular items.")
+    adjudicates = models.BooleanField(
+        default=False, help_text="Dialogue audit: may be the third auditor when two split."
+    )
+    excluded = models.BooleanField(
+        default=False, help_text="Left out of the statistics (see the exclusion log)."
+    )
+
+    class Meta:
+        ordering = ["study_id", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "user"], condition=Q(user__isnull=False), name="rater_user_once"
+            ),
+            models.UniqueConstraint(
+                fields=["study", "external_id"],
+                condition=~Q(external_id=""),
+                name="rater_external_once",
+            ),
+            models.CheckConstraint(
+                condition=Q(user__isnull=False) | ~Q(external_id=""), name="rater_has_identity"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.user.get_username() if self.user_id else self.external_id
+
+
+class RaterExclusion(models.Model):
+    """The record of every exclusion and re-inclusion (the latest row is the current state,
+    mirrored in ``Rater.excluded``)."""
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="exclusions")
+    excluded = models.BooleanField(help_text="True: excluded from then on; False: included again.")
+    reason = models.TextField(blank=True)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.rater} {'excluded' if self.excluded else 'included'} at {self.at:%Y-%m-%d}"
+
+
+class StudyItem(models.Model):
+    """One thing to answer. ``required_answers`` is k (every rater for a gold item; 3 for an
+    audit whose two auditors split); ``completed_answers`` counts live answers and is only
+    changed with the item's row locked."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    token = models.CharField(max_length=32, unique=True, default=new_token, editable=False)
+    position = models.PositiveIntegerField(
+        help_text="Random order in which items are handed out (uncorrelated with anything)."
+    )
+    key = models.CharField(
+        max_length=400, help_text="Staff-facing source key (may name models: never shown)."
+    )
+    dialogue = models.ForeignKey(
+        "benchmark.Dialogue", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    trigger = models.ForeignKey(
+        "benchmark.Trigger", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    unit = models.ForeignKey(
+        "benchmark.EvaluationUnit",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The reply rated; in a pairwise item, Case A (vanilla).",
+    )
+    unit_b = models.ForeignKey(
+        "benchmark.EvaluationUnit",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Pairwise only: Case B (rubric-injected).",
+    )
+    disagreement = models.ForeignKey(
+        "benchmark.JudgeDisagreement",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="study_items",
+    )
+    payload = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Imported items: the release record verbatim. Failure modes: the suggestion.",
+    )
+    is_gold = models.BooleanField(default=False)
+    expected = models.CharField(
+        max_length=32, blank=True, help_text="Gold items: the expected label."
+    )
+    required_answers = models.PositiveSmallIntegerField()
+    completed_answers = models.PositiveSmallIntegerField(default=0)
+    needs_adjudication = models.BooleanField(
+        default=False, help_text="Dialogue audit: the two auditors split; a third decides."
+    )
+    outcome = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="Audit: pass/fail once decided; adjudication: the final verdict.",
+    )
+
+    class Meta:
+        ordering = ["study_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="item_key_once_per_study"),
+            models.CheckConstraint(
+                condition=Q(is_gold=False) | ~Q(expected=""), name="gold_has_expected"
+            ),
+        ]
+        indexes = [
+            # Next walks the open items in hand-out order and stops at the first with room: an
+            # index of exactly those rows, in exactly that order.
+            models.Index(
+                fields=["study", "-needs_adjudication", "position"],
+                condition=Q(completed_answers__lt=models.F("required_answers")),
+                name="item_open_in_order",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id}/{self.key}"
+
+
+class AssignmentState(models.TextChoices):
+    LEASED = "leased", "In progress"
+    DONE = "done", "Done"
+    LAPSED = "lapsed", "Lapsed (lease expired, item went to someone else)"
+
+
+class AssignmentRole(models.TextChoices):
+    ANNOTATE = "annotate", "Annotator"
+    ADJUDICATE = "adjudicate", "Adjudicator (third auditor)"
+
+
+class Assignment(models.Model):
+    """An item held by a rater. A leased assignment counts towards the item's k while its lease
+    runs; a done one for good. ``display`` is what this rater is shown (side order, judge
+    order, the suggested label), fixed when the item is first handed out."""
+
+    item = models.ForeignKey(StudyItem, on_delete=models.PROTECT, related_name="assignments")
+    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="assignments")
+    state = models.CharField(
+        max_length=8, choices=AssignmentState.choices, default=AssignmentState.LEASED
+    )
+    role = models.CharField(
+        max_length=10, choices=AssignmentRole.choices, default=AssignmentRole.ANNOTATE
+    )
+    display = models.JSONField(default=dict, blank=True)
+    leased_at = models.DateTimeField(help_text="When it was last handed out (or reopened).")
+    lease_expires_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "rater"], name="assignment_once_per_rater"),
+        ]
+        indexes = [
+            models.Index(fields=["rater", "state"]),
+            models.Index(fields=["item", "state"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item} → {self.rater} ({self.state})"
+
+
+class RetractionReason(models.TextChoices):
+    UNDO = "undo", "Undone by the annotator"
+    LAPSED = "lapsed", "Arrived after the item went to someone else"
+    SUPERSEDED = "superseded", "Replaced by a later answer (imported)"
+
+
+class Answer(models.Model):
+    """One submitted answer. ``label`` is normalised per kind (see annotation/kinds.py)."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="answers")
+    idempotency_key = models.CharField(
+        max_length=64, unique=True, help_text="From the form: a resubmission is the same answer."
+    )
+    label = models.CharField(max_length=32)
+    confidence = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(5)]
+    )
+    note = models.TextField(blank=True, help_text="Reason, rationale or note.")
+    details = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Per kind: checklist, the side clicked, the suggestion and whether it changed.",
+    )
+    display = models.JSONField(
+        default=dict, blank=True, help_text="What was on screen (side order, judge order, …)."
+    )
+    started_at = models.DateTimeField(help_text="When the item was put on screen.")
+    submitted_at = models.DateTimeField()
+    received_at = models.DateTimeField(
+        default=timezone.now, help_text="When the server got it (imported: as recorded)."
+    )
+    time_on_item_s = models.FloatField(help_text="Seconds on the item (the browser's count).")
+    retracted_at = models.DateTimeField(null=True, blank=True)
+    retraction_reason = models.CharField(
+        max_length=10, choices=RetractionReason.choices, blank=True
+    )
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment"],
+                condition=Q(retracted_at__isnull=True),
+                name="one_live_answer_per_assignment",
+            ),
+            models.CheckConstraint(
+                condition=Q(confidence__isnull=True) | Q(confidence__gte=1, confidence__lte=5),
+                name="answer_confidence_1_5",
+            ),
+            models.CheckConstraint(
+                condition=Q(retracted_at__isnull=True, retraction_reason="")
+                | (Q(retracted_at__isnull=False) & ~Q(retraction_reason="")),
+                name="answer_retraction_has_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assignment}: {self.label}{' (retracted)' if self.retracted_at else ''}"

@@ -1,0 +1,409 @@
+"""Read-side queries for the annotation pages, each in a fixed number of queries.
+
+The two access helpers (``rater_for``, ``assignment_for``) are where permissions and blinding
+are enforced: an annotator reaches a study only as one of its raters, and an item only through
+an assignment of their own (anything else is a 404). ``item_view`` builds what the workspace
+shows, and is the one place that turns sides and judges into "Response 1/2" and "Judge A/B":
+nothing it returns names a model, a judge, a condition or a unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Exists, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
+from django.shortcuts import get_object_or_404
+
+from annotation.highlight import highlight
+from annotation.kinds import (
+    AUDIT_CHECKS,
+    FAILURE_MODE_DEFINITIONS,
+    FAILURE_MODE_KEYS,
+    FailureMode,
+    StudyKind,
+)
+from annotation.metrics import Vote, gold_accuracy, percent_agreement, rater_figures
+from annotation.models import (
+    Answer,
+    Assignment,
+    AssignmentRole,
+    AssignmentState,
+    Rater,
+    RaterExclusion,
+    Study,
+    StudyItem,
+)
+from benchmark.evaluation.requests import conversation_until
+from benchmark.models import Anchor, EvaluationUnit, Judgment, JudgmentState, Trigger, Turn
+from benchmark.selectors import dialogue_for_reading
+
+JUDGE_LETTERS = "ABCDEFGH"
+# Rater-quality flags (docs/annotation.md): fast clicking, one label, one side.
+FAST_MEDIAN_S = 30
+ONE_SIDED_SHARE = 0.8
+FLAG_MIN_ANSWERS = 10
+
+
+# --- Access -----------------------------------------------------------------------------------
+
+
+def rater_for(*, user, study_id: int) -> Rater:
+    """The user's place in the study, or 404 (not a rater there, or no such study)."""
+    return get_object_or_404(
+        Rater.objects.select_related("study"), study_id=study_id, user=user, user__isnull=False
+    )
+
+
+def assignment_for(*, user, study_id: int, token: str) -> Assignment:
+    """The user's own assignment on the item with this token in this study, with its rater
+    and study, or 404 (not their item, not their study, no such thing)."""
+    return get_object_or_404(
+        Assignment.objects.select_related("rater__study", "item"),
+        rater__study_id=study_id,
+        rater__user=user,
+        item__token=token,
+    )
+
+
+# --- Annotator pages --------------------------------------------------------------------------
+
+
+def _done(rater_ref) -> Subquery:
+    return Subquery(
+        Assignment.objects.filter(rater=rater_ref, state=AssignmentState.DONE)
+        .values("rater")
+        .annotate(n=Count("id"))
+        .values("n"),
+        output_field=IntegerField(),
+    )
+
+
+def _seconds(rater_ref) -> Subquery:
+    return Subquery(
+        Answer.objects.filter(assignment__rater=rater_ref, retracted_at__isnull=True)
+        .values("assignment__rater")
+        .annotate(s=Sum("time_on_item_s"))
+        .values("s"),
+        output_field=FloatField(),
+    )
+
+
+def _open_for_rater() -> Subquery:
+    """For a Rater row: items of its study it has not held that still lack answers (an
+    estimate of what is left for them: others' running leases are not subtracted)."""
+    return Subquery(
+        StudyItem.objects.filter(
+            study=OuterRef("study_id"), completed_answers__lt=F("required_answers")
+        )
+        .exclude(
+            Exists(Assignment.objects.filter(item=OuterRef("pk"), rater=OuterRef(OuterRef("pk"))))
+        )
+        .values("study")
+        .annotate(n=Count("id"))
+        .values("n"),
+        output_field=IntegerField(),
+    )
+
+
+def home_studies(*, user) -> list[Rater]:
+    """The user's studies, newest first, with their own progress (one query)."""
+    return list(
+        Rater.objects.filter(user=user)
+        .select_related("study")
+        .annotate(
+            done=Coalesce(_done(OuterRef("pk")), 0),
+            seconds=Coalesce(_seconds(OuterRef("pk")), 0.0),
+            left=Coalesce(_open_for_rater(), 0),
+        )
+        .order_by("-study__created_at")
+    )
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    left: int | None
+    seconds: float
+
+
+def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
+    """Done, time spent and (``with_left``) what is left: the one figure that counts the
+    study's open items, so the workspace asks for it only between items. Done and time are
+    read from the rater's done assignments outwards (their index), whatever the planner's
+    statistics say about the answers table."""
+    row = Assignment.objects.filter(rater=rater, state=AssignmentState.DONE).aggregate(
+        done=Count("id", distinct=True),
+        seconds=Sum("answers__time_on_item_s", filter=Q(answers__retracted_at__isnull=True)),
+    )
+    left = None
+    if with_left:
+        left = (
+            Rater.objects.filter(pk=rater.pk)
+            .annotate(left=Coalesce(_open_for_rater(), 0))
+            .values_list("left", flat=True)
+            .get()
+        )
+    return Progress(done=row["done"], left=left, seconds=row["seconds"] or 0.0)
+
+
+def last_answer(*, rater: Rater) -> Answer | None:
+    return (
+        Answer.objects.filter(assignment__rater=rater, retracted_at__isnull=True)
+        .select_related("assignment__item")
+        .order_by("-submitted_at", "-id")
+        .first()
+    )
+
+
+def undone_answer(*, assignment: Assignment) -> Answer | None:
+    """The assignment's latest undone answer, to refill the form with."""
+    if getattr(assignment, "fresh", False):
+        return None
+    return (
+        assignment.answers.filter(retraction_reason="undo").order_by("-retracted_at", "-id").first()
+    )
+
+
+def judge_verdict_reveal(*, study: Study, answer: Answer) -> dict | None:
+    """Direct rating, after submission only: the run's primary judge on the answered reply."""
+    item = answer.assignment.item
+    judgment = (
+        Judgment.objects.filter(
+            unit_id=item.unit_id, judge_id=study.run.primary_judge_id, state=JudgmentState.DONE
+        ).first()
+        if study.run_id and item.unit_id
+        else None
+    )
+    verdict = judgment.verdict if judgment else item.payload.get("judge_score", "").upper()
+    if not verdict:
+        return None
+    return {
+        "yours": answer.label,
+        "judge": verdict,
+        "rationale": judgment.rationale if judgment else item.payload.get("judge_rationale", ""),
+        "agree": verdict == answer.label,
+    }
+
+
+def _conversation(trigger: Trigger) -> list[dict]:
+    turns = list(
+        Turn.objects.filter(dialogue_id=trigger.turn.dialogue_id, index__lte=trigger.turn.index)
+        .only("index", "user_message", "assistant_response")
+        .order_by("index")
+    )
+    messages = conversation_until(trigger, turns)
+    return [{"role": m.role, "text": m.content} for m in messages]
+
+
+def _rubric(trigger: Trigger) -> dict:
+    return {
+        "type": trigger.get_type_display(),
+        "pass": trigger.pass_criteria,
+        "partial": trigger.partial_criteria,
+        "fail": trigger.fail_criteria,
+    }
+
+
+def item_view(*, assignment: Assignment, study: Study) -> dict:
+    """What the workspace shows for this assignment (blinded; see the module docstring)."""
+    item = assignment.item
+    kind = study.kind
+    if kind == StudyKind.DIALOGUE_AUDIT:
+        return _audit_view(assignment)
+    # Small separate queries rather than one wide join: cheaper to plan, and only what is shown.
+    trigger = Trigger.objects.select_related("turn").defer("turn__planner").get(pk=item.trigger_id)
+    replies = dict(
+        EvaluationUnit.objects.filter(pk__in=[item.unit_id, item.unit_b_id]).values_list(
+            "pk", "reply"
+        )
+    )
+    reply = replies.get(item.unit_id, "")
+    view = {"conversation": _conversation(trigger)}
+    if kind == StudyKind.PAIRWISE:
+        replies = {"A": reply, "B": replies.get(item.unit_b_id, "")}
+        view["responses"] = [
+            {"number": n, "text": replies[case]}
+            for n, case in enumerate(assignment.display["order"], start=1)
+        ]
+    elif kind == StudyKind.DIRECT_RATING:
+        view["reply"] = reply
+        view["rubric"] = _rubric(trigger)
+        view["known"] = list(
+            Anchor.objects.filter(
+                dialogue_id=trigger.turn.dialogue_id,
+                disclosed_in__index__lte=trigger.turn.index,
+            )
+            .order_by("disclosed_in__index", "key")
+            .values_list("text", flat=True)
+        )
+    elif kind == StudyKind.ADJUDICATION:
+        view["rubric"] = _rubric(trigger)
+        by_judge = {
+            j.judge_name: j
+            for j in Judgment.objects.filter(unit_id=item.unit_id, state=JudgmentState.DONE)
+        }
+        judges = []
+        for letter, name in zip(JUDGE_LETTERS, assignment.display.get("order", []), strict=False):
+            judgment = by_judge.get(name)
+            if judgment is None:
+                continue
+            judges.append(
+                {
+                    "letter": letter,
+                    "css": f"judge-{letter.lower()}",
+                    "verdict": judgment.get_verdict_display(),
+                    "rationale": judgment.rationale,
+                    "evidence": judgment.evidence,
+                }
+            )
+        view["judges"] = judges
+        view["reply_html"] = highlight(
+            reply, [(j["css"], j["evidence"]) for j in judges if j["evidence"]]
+        )
+    elif kind == StudyKind.FAILURE_MODE:
+        view["reply"] = reply
+        suggestion = assignment.display.get("suggested") or {}
+        view["suggestion"] = {
+            "label": suggestion.get("label", ""),
+            "name": FailureMode(suggestion["label"]).label if suggestion.get("label") else "",
+            "reason": suggestion.get("reason", ""),
+        }
+        view["definitions"] = [
+            (mode.value, FAILURE_MODE_KEYS[mode.value], mode.label, FAILURE_MODE_DEFINITIONS[mode])
+            for mode in FailureMode
+        ]
+    return view
+
+
+def _audit_view(assignment: Assignment) -> dict:
+    dialogue = dialogue_for_reading(pk=assignment.item.dialogue_id)
+    findings: dict[int | None, list[dict]] = {}
+    for finding in dialogue.findings:
+        findings.setdefault(finding.get("turn"), []).append(finding)
+    view = {
+        "dialogue": dialogue,
+        "turns": [
+            {"turn": turn, "findings": findings.get(turn.index, [])}
+            for turn in dialogue.turns.all()
+        ],
+        "dialogue_findings": findings.get(None, []),
+        "adjudicating": assignment.role == AssignmentRole.ADJUDICATE,
+        "audits": [],
+    }
+    if view["adjudicating"]:
+        questions = dict(AUDIT_CHECKS)
+        earlier = Answer.objects.filter(
+            assignment__item_id=assignment.item_id,
+            assignment__role=AssignmentRole.ANNOTATE,
+            retracted_at__isnull=True,
+        ).order_by("submitted_at", "id")
+        view["audits"] = [
+            {
+                "number": n,
+                "decision": answer.label,
+                "note": answer.note,
+                "checks": [
+                    (questions.get(key, key), check.get("ok"), check.get("note", ""))
+                    for key, check in (answer.details.get("checks") or {}).items()
+                ],
+            }
+            for n, answer in enumerate(earlier, start=1)
+        ]
+    return view
+
+
+# --- Staff pages ------------------------------------------------------------------------------
+
+
+def study_list() -> list[Study]:
+    return list(
+        Study.objects.select_related("created_by", "run")
+        .annotate(
+            n_items=Count("items", distinct=True),
+            n_raters=Count("raters", distinct=True),
+        )
+        .order_by("-created_at")
+    )
+
+
+def _flags(figures) -> list[str]:
+    flags = []
+    if figures.median_seconds is not None and figures.median_seconds < FAST_MEDIAN_S:
+        flags.append(f"median under {FAST_MEDIAN_S} s")
+    if figures.answers >= FLAG_MIN_ANSWERS and (figures.top_label_share or 0) >= ONE_SIDED_SHARE:
+        flags.append(f"{figures.top_label_share:.0%} one label")
+    side = figures.first_position_share
+    lopsided = side is not None and max(side, 1 - side) >= ONE_SIDED_SHARE
+    if figures.answers >= FLAG_MIN_ANSWERS and lopsided:
+        flags.append(f"{max(side, 1 - side):.0%} one side")
+    return flags
+
+
+def study_overview(*, study: Study) -> dict:
+    """Progress per rater, gold accuracy, agreement so far and the rater-quality panel."""
+    raters = list(
+        study.raters.select_related("user")
+        .annotate(
+            done=Coalesce(_done(OuterRef("pk")), 0),
+            holding=Count(
+                "assignments",
+                filter=Q(assignments__state=AssignmentState.LEASED),
+                distinct=True,
+            ),
+        )
+        .order_by("id")
+    )
+    votes = [
+        Vote(item=item, rater=rater, label=label, seconds=seconds, position=str(choice or ""))
+        for item, rater, label, seconds, choice in Answer.objects.filter(
+            assignment__item__study=study, retracted_at__isnull=True
+        ).values_list(
+            "assignment__item_id",
+            "assignment__rater_id",
+            "label",
+            "time_on_item_s",
+            "details__choice",
+        )
+    ]
+    expected = dict(study.items.filter(is_gold=True).values_list("pk", "expected"))
+    excluded = {r.pk for r in raters if r.excluded}
+    counted = [v for v in votes if v.rater not in excluded]
+    agreement, agreement_items = percent_agreement(counted)
+    accuracy, gold_answers = gold_accuracy(counted, expected)
+    figures = rater_figures(votes, expected)
+    items = study.items.aggregate(
+        total=Count("id"),
+        complete=Count("id", filter=Q(completed_answers__gte=F("required_answers"))),
+        gold=Count("id", filter=Q(is_gold=True)),
+        outcomes_pass=Count("id", filter=Q(outcome__in=["pass", "PASS"])),
+        outcomes_decided=Count("id", filter=~Q(outcome="")),
+    )
+    rows = []
+    for rater in raters:
+        fig = figures.get(rater.pk)
+        rows.append({"rater": rater, "figures": fig, "flags": _flags(fig) if fig else []})
+    preference = None
+    if study.kind == StudyKind.PAIRWISE:
+        decided = [v for v in counted if v.label in ("A", "B")]
+        preference = {
+            "b": sum(v.label == "B" for v in decided),
+            "decided": len(decided),
+            "ties": sum(v.label == "tie" for v in counted),
+        }
+    return {
+        "raters": rows,
+        "items": items,
+        "answers": len(counted),
+        "answers_all": len(votes),
+        "agreement": agreement,
+        "agreement_items": agreement_items,
+        "gold_accuracy": accuracy,
+        "gold_answers": gold_answers,
+        "preference": preference,
+        "exclusions": list(
+            RaterExclusion.objects.filter(rater__study=study)
+            .select_related("rater__user", "by")
+            .order_by("-at", "-id")[:20]
+        ),
+    }

@@ -1,0 +1,393 @@
+"""Handing out items (Next), taking answers (Submit) and giving them back (Undo).
+
+Assignment rule: a rater first resumes the item they hold (lease renewed); otherwise they get
+the first item in the study's random order that they have not held and that still has room —
+live answers plus running leases below its ``required_answers`` (k). Items are therefore filled
+up to k in order, and no item ever gets more than k.
+
+Locking (the same order everywhere, so no two transactions wait on each other in a cycle):
+the rater's row first (one rater's requests — a double click, two tabs — queue), then item
+rows, then assignments. Every change to who holds an item, or to its answer count, happens
+with the item's row locked, and the room on an item is counted *after* its lock is taken (a
+new statement sees every commit before it), so two annotators pressing Next at once never
+both take the last place. On PostgreSQL candidate items are locked with ``SKIP LOCKED``: a
+second annotator moves on to the next free item instead of queueing behind the first. SQLite
+runs every transaction IMMEDIATE (settings), which serialises writers outright.
+
+Idempotency: an answer carries the form's idempotency key (unique); resubmitting the same key
+returns the first answer and changes nothing. Nothing is deleted: an undo retracts the answer
+(kept, with ``retracted_at``) and reopens the assignment; an answer that arrives after its item
+went to someone else is stored, retracted as ``lapsed``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from annotation.kinds import StudyKind
+from annotation.models import (
+    Answer,
+    Assignment,
+    AssignmentRole,
+    AssignmentState,
+    Rater,
+    RetractionReason,
+    Study,
+    StudyItem,
+    StudyStatus,
+)
+from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
+
+# Items locked per look. One: a Next holding several locks would send everyone else past all of
+# them (SKIP LOCKED), spreading answers over more items than needed.
+CANDIDATE_BATCH = 1
+MAX_TIME_ON_ITEM_S = 24 * 3600
+
+
+class AnswerRejected(Exception):
+    """The answer cannot be taken (the study is closed, or the item is not the rater's)."""
+
+
+@dataclass(frozen=True)
+class AnswerInput:
+    """A validated answer, normalised (see annotation/kinds.py for the labels)."""
+
+    label: str
+    confidence: int | None = None
+    note: str = ""
+    details: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    answer: Answer
+    replayed: bool = False  # the same idempotency key again: nothing changed
+    late: bool = False  # the item had gone to someone else: stored, not counted
+
+
+def _holding(now: datetime) -> Q:
+    """Assignments that take up a place on their item: done, or leased and not yet expired."""
+    return Q(state=AssignmentState.DONE) | Q(state=AssignmentState.LEASED, lease_expires_at__gt=now)
+
+
+def _lock_rater(rater: Rater) -> Rater:
+    # of=self: lock the rater's row only, never the study's (every rater of a study shares it).
+    return Rater.objects.select_for_update(of=("self",)).select_related("study").get(pk=rater.pk)
+
+
+def _lock_item(item_id: int) -> StudyItem:
+    return StudyItem.objects.select_for_update().get(pk=item_id)
+
+
+def _places_taken(item_ids: list[int], now: datetime, *, excluding: int | None = None) -> Counter:
+    taken = Assignment.objects.filter(_holding(now), item_id__in=item_ids)
+    if excluding is not None:
+        taken = taken.exclude(pk=excluding)
+    return Counter(
+        dict(taken.values_list("item_id").annotate(n=Count("id")).values_list("item_id", "n"))
+    )
+
+
+def _lease(study: Study) -> timedelta:
+    return timedelta(minutes=study.lease_minutes)
+
+
+def _renew(assignment: Assignment, study: Study, now: datetime) -> Assignment:
+    assignment.leased_at = now
+    assignment.lease_expires_at = now + _lease(study)
+    Assignment.objects.filter(pk=assignment.pk).update(
+        state=AssignmentState.LEASED,
+        leased_at=assignment.leased_at,
+        lease_expires_at=assignment.lease_expires_at,
+    )
+    assignment.state = AssignmentState.LEASED
+    return assignment
+
+
+def _candidates(rater: Rater, now: datetime):
+    """Items this rater may take, in hand-out order (a split audit's third place first)."""
+    items = StudyItem.objects.filter(
+        study_id=rater.study_id, completed_answers__lt=F("required_answers")
+    ).exclude(Exists(Assignment.objects.filter(item=OuterRef("pk"), rater=rater)))
+    if not rater.adjudicates:
+        items = items.filter(needs_adjudication=False)
+    elif not rater.annotates:
+        items = items.filter(needs_adjudication=True)
+    room = (
+        Assignment.objects.filter(_holding(now), item=OuterRef("pk"))
+        .values("item")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    items = items.annotate(taken=Coalesce(Subquery(room, output_field=IntegerField()), 0)).filter(
+        taken__lt=F("required_answers")
+    )
+    return items.order_by("-needs_adjudication", "position")
+
+
+def _display(item: StudyItem, slot: int) -> dict:
+    sides = item.payload.get("sides") or []
+    if not sides:
+        return {}
+    shift = slot % len(sides)
+    return {"order": sides[shift:] + sides[:shift]}
+
+
+def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assignment:
+    """A new assignment; ``holders`` (the places already taken) rotates the display order."""
+    display = _display(item, holders)
+    suggestion = item.payload.get("suggestion")
+    if suggestion:
+        display["suggested"] = suggestion
+    assignment = Assignment.objects.create(
+        item=item,
+        rater=rater,
+        role=AssignmentRole.ADJUDICATE if item.needs_adjudication else AssignmentRole.ANNOTATE,
+        display=display,
+        leased_at=now,
+        lease_expires_at=now + _lease(rater.study),
+    )
+    assignment.fresh = True  # never answered: nothing to refill the form from
+    return assignment
+
+
+def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment | None:
+    """The rater's current assignment: the one they hold (its lease renewed once less than
+    half of it is left), else a new one, else None (nothing left for them, or the study is
+    closed). See the module docstring for the locking that makes this safe under concurrency."""
+    now = now or timezone.now()
+    current = assignment_current(rater=rater)
+    if current is not None and current.lease_expires_at - now > _lease(rater.study) / 2:
+        return current  # the common case (a reload, Next on the item shown): nothing to write
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # A lease is soft state: should the server crash within the commit delay, the
+            # worst case is an item handed out again. Answers stay synchronously committed.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        rater = _lock_rater(rater)
+        study = rater.study
+        held = list(
+            Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
+            .select_related("item")
+            .order_by("-leased_at", "-id")
+        )
+        for assignment in held:
+            if assignment.lease_expires_at > now:
+                return _renew(assignment, study, now)
+            # Expired: still theirs unless the item filled up in the meantime.
+            item = _lock_item(assignment.item_id)
+            taken = _places_taken([item.pk], now, excluding=assignment.pk)[item.pk]
+            if taken < item.required_answers:
+                return _renew(assignment, study, now)
+            Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
+        if study.status != StudyStatus.OPEN:
+            return None
+        skipped: list[int] = []
+        while True:
+            batch = list(
+                _candidates(rater, now)
+                .exclude(pk__in=skipped)
+                .select_for_update(skip_locked=True, of=("self",))[:CANDIDATE_BATCH]
+            )
+            if not batch:
+                return None
+            taken = _places_taken([item.pk for item in batch], now)
+            for item in batch:
+                if taken[item.pk] < item.required_answers:
+                    return _take(rater, item, now, holders=taken[item.pk])
+            skipped += [item.pk for item in batch]
+
+
+def assignment_current(*, rater: Rater) -> Assignment | None:
+    """What the rater is on right now, without handing anything out (a page load)."""
+    return (
+        Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
+        .select_related("item")
+        .order_by("-leased_at", "-id")
+        .first()
+    )
+
+
+def _time_on_item(elapsed_ms: int | None, assignment: Assignment, now: datetime) -> float:
+    """The browser's count of time on the item when it is plausible, else the server's."""
+    if elapsed_ms is not None and 0 < elapsed_ms <= MAX_TIME_ON_ITEM_S * 1000:
+        return round(elapsed_ms / 1000, 3)
+    return round(min((now - assignment.leased_at).total_seconds(), MAX_TIME_ON_ITEM_S), 3)
+
+
+def answer_submit(
+    *,
+    rater: Rater,
+    item_token: str,
+    answer: AnswerInput,
+    idempotency_key: str,
+    elapsed_ms: int | None = None,
+    now: datetime | None = None,
+) -> SubmitResult:
+    """Record the rater's answer on their item. Idempotent by ``idempotency_key``."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rater = _lock_rater(rater)
+        previous = (
+            Answer.objects.filter(idempotency_key=idempotency_key)
+            .select_related("assignment")
+            .first()
+        )
+        if previous is not None:
+            if previous.assignment.rater_id != rater.pk:
+                raise AnswerRejected("this form was submitted by someone else")
+            return SubmitResult(previous, replayed=True)
+        if rater.study.status != StudyStatus.OPEN:
+            raise AnswerRejected("this study is closed")
+        # The item's row lock, found through the rater's own assignment (none: not theirs).
+        item = (
+            StudyItem.objects.select_for_update(of=("self",))
+            .filter(token=item_token, assignments__rater=rater)
+            .first()
+        )
+        if item is None:
+            raise AnswerRejected("this item is not yours")
+        assignment = Assignment.objects.get(item=item, rater=rater)
+        if assignment.state == AssignmentState.DONE:
+            live = assignment.answers.get(retracted_at__isnull=True)
+            return SubmitResult(live, replayed=True)
+        fields = {
+            "assignment": assignment,
+            "idempotency_key": idempotency_key,
+            "label": answer.label,
+            "confidence": answer.confidence,
+            "note": answer.note,
+            "details": answer.details,
+            "display": assignment.display,
+            "started_at": assignment.leased_at,
+            "submitted_at": now,
+            "time_on_item_s": _time_on_item(elapsed_ms, assignment, now),
+        }
+        lapsed = assignment.state == AssignmentState.LAPSED or (
+            assignment.lease_expires_at <= now
+            and _places_taken([item.pk], now, excluding=assignment.pk)[item.pk]
+            >= item.required_answers
+        )
+        if lapsed:
+            Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
+            stored = Answer.objects.create(
+                **fields, retracted_at=now, retraction_reason=RetractionReason.LAPSED
+            )
+            return SubmitResult(stored, late=True)
+        stored = Answer.objects.create(**fields)
+        Assignment.objects.filter(pk=assignment.pk).update(
+            state=AssignmentState.DONE, completed_at=now
+        )
+        item.completed_answers += 1
+        _item_changed(item, rater.study, now)
+        return SubmitResult(stored)
+
+
+def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | None:
+    """Retract the rater's latest live answer in the study and reopen its item for them
+    (returned, to be shown again). None when there is nothing to undo."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rater = _lock_rater(rater)
+        if rater.study.status != StudyStatus.OPEN:
+            return None
+        last = (
+            Answer.objects.filter(assignment__rater=rater, retracted_at__isnull=True)
+            .order_by("-submitted_at", "-id")
+            .values_list("pk", "assignment__item_id")
+            .first()
+        )
+        if last is None:
+            return None
+        item = _lock_item(last[1])
+        answer = Answer.objects.select_related("assignment").get(pk=last[0])
+        Answer.objects.filter(pk=answer.pk).update(
+            retracted_at=now, retraction_reason=RetractionReason.UNDO
+        )
+        assignment = answer.assignment
+        assignment.completed_at = None
+        Assignment.objects.filter(pk=assignment.pk).update(completed_at=None)
+        _renew(assignment, rater.study, now)
+        item.completed_answers -= 1
+        _item_changed(item, rater.study, now)
+        assignment.item = item
+        return assignment
+
+
+# --- What an item's answers decide ------------------------------------------------------------
+
+
+def _item_changed(item: StudyItem, study: Study, now: datetime) -> None:
+    """Save the item's count and whatever its live answers now decide. Item row locked."""
+    if study.kind == StudyKind.DIALOGUE_AUDIT:
+        _audit_outcome(item, study)
+    elif study.kind == StudyKind.ADJUDICATION:
+        _adjudication_outcome(item, now)
+    StudyItem.objects.filter(pk=item.pk).update(
+        completed_answers=item.completed_answers,
+        required_answers=item.required_answers,
+        needs_adjudication=item.needs_adjudication,
+        outcome=item.outcome,
+    )
+
+
+def _live_answers(item: StudyItem) -> list[tuple[str, str, str, int | None]]:
+    """(label, role, note, user id) of the item's live answers, in submission order."""
+    return list(
+        Answer.objects.filter(assignment__item=item, retracted_at__isnull=True)
+        .order_by("submitted_at", "id")
+        .values_list("label", "assignment__role", "note", "assignment__rater__user_id")
+    )
+
+
+def _audit_outcome(item: StudyItem, study: Study) -> None:
+    """Two auditors agree → their decision; they split → a third (an adjudicator) decides.
+    The dialogue's status follows: accepted, rejected, or in audit while undecided."""
+    answers = _live_answers(item)
+    regular = [label for label, role, _, _ in answers if role == AssignmentRole.ANNOTATE]
+    third = [label for label, role, _, _ in answers if role == AssignmentRole.ADJUDICATE]
+    if len(regular) >= 2:
+        split = regular[0] != regular[1]
+        item.needs_adjudication = split
+        item.outcome = (third[0] if third else "") if split else regular[0]
+    else:
+        item.needs_adjudication = bool(third)
+        item.outcome = ""
+    base = item.required_answers if item.is_gold else study.overlap
+    item.required_answers = max(base, study.overlap + 1) if item.needs_adjudication else base
+    status = {"pass": DialogueStatus.ACCEPTED, "fail": DialogueStatus.REJECTED}.get(
+        item.outcome, DialogueStatus.IN_AUDIT
+    )
+    Dialogue.objects.filter(pk=item.dialogue_id).update(status=status)
+
+
+def _adjudication_outcome(item: StudyItem, now: datetime) -> None:
+    """Once the item has its k answers, their majority is the disagreement's final verdict
+    (the authoritative one for statistics); no majority, or an undo, leaves it unresolved."""
+    answers = _live_answers(item)
+    verdict = ""
+    if len(answers) >= item.required_answers:
+        counts = Counter(label for label, _, _, _ in answers).most_common()
+        if len(counts) == 1 or counts[0][1] > counts[1][1]:
+            verdict = counts[0][0]
+    item.outcome = verdict
+    if verdict:
+        deciders = [(user, note) for label, _, note, user in answers if label == verdict]
+        JudgeDisagreement.objects.filter(pk=item.disagreement_id).update(
+            final_verdict=verdict,
+            resolved_by_id=deciders[-1][0],
+            resolved_at=now,
+            resolution_note="\n\n".join(note for _, note in deciders if note),
+        )
+    else:
+        JudgeDisagreement.objects.filter(pk=item.disagreement_id).update(
+            final_verdict="", resolved_by=None, resolved_at=None, resolution_note=""
+        )

@@ -1,0 +1,215 @@
+// Keyboard-driven annotation workspaces. Every shortcut is declared in the markup:
+//   data-keys="1"           a key (or space-separated keys) that clicks / checks / focuses it
+//   data-shift-keys="3"     Shift + that digit (confidence)
+//   data-check-row          an audit checklist row (j / k move, y / n answer)
+//   data-toggle-shortcuts   opens the "?" overlay
+// Shortcuts pause while a text box has focus (Esc leaves it; Ctrl+Enter submits from it).
+// The server decides everything that matters; this file only moves focus and clicks.
+(function () {
+  "use strict";
+
+  const TEXT_TYPES = ["text", "search", "email", "url", "number", "password"];
+
+  function isTyping(el) {
+    if (!el || !el.tagName) return false;
+    if (el.isContentEditable || el.tagName === "TEXTAREA" || el.tagName === "SELECT") return true;
+    return el.tagName === "INPUT" && TEXT_TYPES.includes(el.type);
+  }
+
+  function workspace() {
+    return document.getElementById("workspace");
+  }
+
+  function activate(el) {
+    if (el.tagName === "TEXTAREA" || (el.tagName === "INPUT" && TEXT_TYPES.includes(el.type))) {
+      el.focus();
+      return;
+    }
+    const input = el.tagName === "LABEL" ? el.querySelector("input") : null;
+    if (input && (input.type === "radio" || input.type === "checkbox")) {
+      input.checked = true;
+      input.dispatchEvent(new Event("change", { bubbles: true }));
+      return;
+    }
+    el.click();
+  }
+
+  function toggleShortcuts() {
+    const dialog = document.getElementById("shortcuts");
+    if (!dialog) return;
+    if (dialog.open) dialog.close();
+    else dialog.showModal();
+  }
+
+  // --- Audit checklist rows -------------------------------------------------------------
+  function rows(ws) {
+    return Array.from(ws.querySelectorAll("[data-check-row]"));
+  }
+
+  function moveRow(ws, delta) {
+    const all = rows(ws);
+    if (!all.length) return false;
+    let index = all.findIndex((row) => row.classList.contains("current"));
+    all.forEach((row) => row.classList.remove("current"));
+    index = Math.min(all.length - 1, Math.max(0, (index < 0 ? 0 : index) + delta));
+    all[index].classList.add("current");
+    all[index].scrollIntoView({ block: "nearest" });
+    return true;
+  }
+
+  function answerRow(ws, value) {
+    const current = ws.querySelector("[data-check-row].current");
+    if (!current) return false;
+    const label = current.querySelector(`[data-check="${value}"]`);
+    if (label) activate(label);
+    moveRow(ws, 1);
+    return true;
+  }
+
+  // --- Keys -------------------------------------------------------------------------------
+  document.addEventListener("keydown", function (event) {
+    if (event.altKey || event.metaKey || event.defaultPrevented) return;
+    const target = event.target;
+    const ws = workspace();
+    if (isTyping(target)) {
+      if (event.key === "Escape") {
+        target.blur();
+        if (ws) ws.focus({ preventScroll: true });
+        event.preventDefault();
+      } else if (event.key === "Enter" && event.ctrlKey) {
+        const form = target.closest("form");
+        if (form) {
+          event.preventDefault();
+          form.requestSubmit();
+        }
+      }
+      return;
+    }
+    if (event.ctrlKey) return;
+    if (event.key === "?") {
+      event.preventDefault();
+      toggleShortcuts();
+      return;
+    }
+    const dialog = document.getElementById("shortcuts");
+    if (!ws || (dialog && dialog.open)) return;
+    if (target && target.tagName === "BUTTON" && event.key === "Enter") return; // native click
+    if (event.shiftKey && /^Digit[1-5]$/.test(event.code)) {
+      const el = ws.querySelector(`[data-shift-keys~="${event.code.slice(5)}"]`);
+      if (el) {
+        event.preventDefault();
+        activate(el);
+      }
+      return;
+    }
+    const key = event.key === "Enter" ? "enter" : event.key.toLowerCase();
+    if (rows(ws).length) {
+      if ((key === "j" || key === "arrowdown") && moveRow(ws, 1)) return event.preventDefault();
+      if ((key === "k" || key === "arrowup") && moveRow(ws, -1)) return event.preventDefault();
+      if ((key === "y" || key === "n") && answerRow(ws, key === "y" ? "yes" : "no")) {
+        return event.preventDefault();
+      }
+    }
+    if (!/^[a-z0-9]$|^enter$/.test(key)) return;
+    const el = ws.querySelector(`[data-keys~="${key}"]`);
+    if (el && !el.disabled) {
+      event.preventDefault();
+      activate(el);
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("[data-toggle-shortcuts]")) toggleShortcuts();
+  });
+
+  // --- Each item: time on it, a draft that survives a reload, focus ------------------------
+  let shownAt = performance.now();
+
+  function draftKey(ws) {
+    return ws && ws.dataset.item ? "proactbench-draft:" + ws.dataset.item : null;
+  }
+
+  function saveDraft(form) {
+    const key = draftKey(workspace());
+    if (!key) return;
+    const values = {};
+    new FormData(form).forEach((value, name) => {
+      if (!["csrfmiddlewaretoken", "idempotency_key", "elapsed_ms"].includes(name)) {
+        values[name] = value;
+      }
+    });
+    try {
+      localStorage.setItem(key, JSON.stringify(values));
+    } catch (e) {
+      /* storage full or disabled: drafts are a convenience */
+    }
+  }
+
+  function restoreDraft(ws) {
+    const key = draftKey(ws);
+    const form = ws && ws.querySelector("form[data-answer]");
+    if (!key || !form || form.querySelector(".errorlist")) return;
+    let values = null;
+    try {
+      values = JSON.parse(localStorage.getItem(key) || "null");
+    } catch (e) {
+      values = null;
+    }
+    if (!values) return;
+    Object.entries(values).forEach(([name, value]) => {
+      form.querySelectorAll(`[name="${CSS.escape(name)}"]`).forEach((field) => {
+        if (field.type === "radio" || field.type === "checkbox") field.checked = field.value === value;
+        else field.value = value;
+      });
+    });
+  }
+
+  function forgetOtherDrafts(ws) {
+    const keep = draftKey(ws);
+    try {
+      Object.keys(localStorage)
+        .filter((k) => k.startsWith("proactbench-draft:") && k !== keep)
+        .forEach((k) => localStorage.removeItem(k));
+    } catch (e) {
+      /* ignore */
+    }
+  }
+
+  function itemShown() {
+    const ws = workspace();
+    shownAt = performance.now();
+    if (!ws) return;
+    ws.dataset.shown = "1";
+    forgetOtherDrafts(ws);
+    restoreDraft(ws);
+    ws.querySelectorAll("[data-scroll-bottom]").forEach((el) => (el.scrollTop = el.scrollHeight));
+    if (!isTyping(document.activeElement)) ws.focus({ preventScroll: true });
+  }
+
+  document.addEventListener("input", (event) => {
+    const form = event.target.closest && event.target.closest("form[data-answer]");
+    if (form) saveDraft(form);
+  });
+  document.addEventListener("change", (event) => {
+    const form = event.target.closest && event.target.closest("form[data-answer]");
+    if (form) saveDraft(form);
+  });
+  // Capture phase: runs before htmx's own submit handler collects the form's values.
+  document.addEventListener(
+    "submit",
+    (event) => {
+      const form = event.target;
+      if (!form.matches || !form.matches("form[data-answer]")) return;
+      const elapsed = form.querySelector('[name="elapsed_ms"]');
+      if (elapsed) elapsed.value = String(Math.round(performance.now() - shownAt));
+    },
+    true,
+  );
+  // After every swap of #workspace (a new element, so it has no "shown" mark yet).
+  document.addEventListener("htmx:afterSettle", () => {
+    const ws = workspace();
+    if (ws && ws.dataset.shown !== "1") itemShown();
+  });
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", itemShown);
+  else itemShown();
+})();

@@ -1,0 +1,162 @@
+"""Double-blind: nothing an annotator can reach names a model, an endpoint, a judge, a
+condition or a unit, and the side each reply is shown on is randomised and balanced."""
+
+import re
+from collections import Counter
+
+import pytest
+from django.urls import reverse
+
+from annotation.kinds import StudyKind
+from annotation.models import Assignment
+from benchmark.models import (
+    Condition,
+    EvaluationRun,
+    EvaluationUnit,
+    Judgment,
+    ModelEndpoint,
+)
+from tests.annotation.test_workspace_pages import HTMX, key_of, token_of
+
+pytestmark = pytest.mark.django_db
+
+
+def forbidden_strings(run: EvaluationRun) -> list[str]:
+    names = [
+        value
+        for endpoint in ModelEndpoint.objects.all()
+        for value in (endpoint.name, endpoint.display_name, endpoint.model_name)
+    ]
+    conditions = [*Condition.values, *Condition.labels, "rubric-injected", "rubric injected"]
+    units = [str(pk) for pk in EvaluationUnit.objects.values_list("pk", flat=True)]
+    return [*names, *conditions, *units, run.name, "Case A", "Case B"]
+
+
+def assert_blind(response, run: EvaluationRun, where: str) -> None:
+    text = response.content.decode() + "\n" + "\n".join(f"{k}: {v}" for k, v in response.items())
+    lowered = text.lower()
+    for secret in forbidden_strings(run):
+        assert secret.lower() not in lowered, f"{where} reveals {secret!r}"
+    # The answer form speaks in screen positions only.
+    assert not re.search(r'value="(A|B)"', text), where
+
+
+def walk(client, study, run, record) -> None:
+    """Every page and response an annotator reaches in the study, each checked."""
+    assert_blind(client.get(reverse("annotation:home")), run, "home")
+    assert_blind(client.get(reverse("annotation:workspace", args=[study.pk])), run, "start")
+    response = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+    assert_blind(response, run, "next")
+    while token := token_of(response):
+        record(token, response)
+        assert_blind(client.get(reverse("annotation:workspace", args=[study.pk])), run, "workspace")
+        assert_blind(client.get(reverse("annotation:item", args=[study.pk, token])), run, "item")
+        response = client.post(
+            reverse("annotation:answer", args=[study.pk, token]),
+            {"idempotency_key": key_of(response), "choice": "2", "confidence": "3"},
+            headers=HTMX,
+        )
+        assert_blind(response, run, "answer")
+    undone = client.post(reverse("annotation:undo", args=[study.pk]), headers=HTMX)
+    assert_blind(undone, run, "undo")
+    assert_blind(
+        client.get(reverse("annotation:item", args=[study.pk, token_of(undone)])), run, "reopened"
+    )
+
+
+def test_nothing_an_annotator_reaches_in_a_pairwise_study_reveals_models_or_conditions(
+    run, make_study, make_annotators, client
+):
+    users = make_annotators(2)
+    study = make_study(annotators=users, overlap=2)
+    first_shown: dict[str, dict[str, str]] = {}  # user → item token → condition shown first
+    replies = dict(EvaluationUnit.objects.values_list("reply", "condition"))
+    for user in users:
+        client.force_login(user)
+        shown = first_shown.setdefault(user.username, {})
+
+        def record(token, response, shown=shown):
+            html = response.content.decode()
+            first = re.search(
+                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="text">'
+                r"([^<]*)</div>",
+                html,
+            ).group(1)
+            shown[token] = replies[first.replace("&#x27;", "'")]
+
+        walk(client, study, run, record)
+    one, two = first_shown.values()
+    assert set(one) == set(two) == set(study.items.values_list("token", flat=True))
+    # Per item the two annotators saw opposite sides; neither saw a constant side.
+    assert all(one[token] != two[token] for token in one)
+    for shown in (one, two):
+        counts = Counter(shown.values())
+        assert set(counts) == {Condition.VANILLA, Condition.RUBRIC_INJECTED}, counts
+    # And the server mapped the positions back: "2" was chosen every time.
+    for assignment in Assignment.objects.filter(item__study=study).prefetch_related("answers"):
+        live = [a for a in assignment.answers.all() if a.retracted_at is None]
+        for answer in live:
+            assert answer.label == assignment.display["order"][1]
+
+
+def test_item_tokens_and_order_say_nothing_about_the_sources(run, make_study):
+    study = make_study(overlap=1)
+    items = list(study.items.order_by("position"))
+    tokens = [i.token for i in items]
+    assert len(set(tokens)) == len(tokens) and all(len(t) >= 20 for t in tokens)
+    assert [i.unit_id for i in items] != sorted(i.unit_id for i in items)  # shuffled
+
+
+@pytest.mark.parametrize(
+    "kind", [StudyKind.ADJUDICATION, StudyKind.DIRECT_RATING, StudyKind.FAILURE_MODE]
+)
+def test_the_other_reply_workspaces_are_blind_too(kind, run, make_study, make_annotators, client):
+    users = make_annotators(1)
+    study = make_study(kind, annotators=users, overlap=1, condition="")
+    client.force_login(users[0])
+    response = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+    for _ in range(4):
+        assert_blind(response, run, kind)
+        data = {"idempotency_key": key_of(response), "note": "n", "confidence": "3"}
+        data.update(verdict="FAIL", label="other")
+        response = client.post(
+            reverse("annotation:answer", args=[study.pk, token_of(response)]), data, headers=HTMX
+        )
+    assert_blind(response, run, kind)
+
+
+def test_judges_are_letters_in_a_per_item_random_order(run, make_study, make_annotators, client):
+    users = make_annotators(1)
+    study = make_study(StudyKind.ADJUDICATION, annotators=users, overlap=1)
+    client.force_login(users[0])
+    response = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+    judge_a = Counter()
+    while token := token_of(response):
+        html = response.content.decode()
+        assert "Judge A" in html and "Judge B" in html
+        judge_a[re.search(r"Judge A:.*?Rationale (\d)", html, re.S).group(1)] += 1
+        response = client.post(
+            reverse("annotation:answer", args=[study.pk, token]),
+            {"idempotency_key": key_of(response), "verdict": "PASS"},
+            headers=HTMX,
+        )
+    assert set(judge_a) == {"0", "1"}, judge_a  # either judge can be "Judge A"
+
+
+def test_a_reply_with_a_script_stays_inert_and_its_evidence_is_still_marked(
+    run, make_study, make_annotators, client
+):
+    evil = "Sure.\n<script>alert('pwned')</script> <img src=x onerror=alert(1)> pack it last"
+    EvaluationUnit.objects.update(reply=evil)
+    Judgment.objects.update(evidence="<script>alert('pwned')</script>")
+    users = make_annotators(1)
+    for kind in (StudyKind.ADJUDICATION, StudyKind.PAIRWISE, StudyKind.DIRECT_RATING):
+        study = make_study(kind, annotators=users, overlap=1, name=f"evil {kind}")
+        client.force_login(users[0])
+        html = client.post(
+            reverse("annotation:next", args=[study.pk]), headers=HTMX
+        ).content.decode()
+        assert "<script>alert" not in html and "<img src=x" not in html
+        assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+        if kind == StudyKind.ADJUDICATION:
+            assert re.search(r'<mark class="evidence judge-[ab][^"]*">&lt;script&gt;', html)

@@ -1,0 +1,235 @@
+"""The workspaces in a real browser: Debian's headless Chromium driven by Playwright against
+pytest-django's live server. Keyboard only: an annotator works through pairs, reloads mid-study
+and resumes at the same item, undoes an answer; an audit split brings in the third auditor; a
+reply carrying a script stays text. A screenshot of each workspace is saved under
+test-artifacts/ (kept by CI as an artifact)."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from annotation.kinds import StudyKind
+from annotation.models import Answer, AssignmentRole
+from benchmark.models import Dialogue, DialogueStatus, EvaluationUnit, Judgment
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM),
+        reason=f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; "
+        ".ci/run does); Playwright's own browser download is not used",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop running in this thread for as long as the
+    # browser lives; the ORM calls the tests (and the database teardown) make meanwhile are
+    # ordinary synchronous calls, which Django would otherwise refuse.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+            )
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.dialogs = dialogs
+    yield page
+    context.close()
+
+
+def login(page, live_server, user) -> None:
+    page.context.clear_cookies()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", f"pw-{user.username}")
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r".*/annotate/$"))
+
+
+def current_item(page) -> str:
+    return page.get_attribute("#workspace", "data-item")
+
+
+def press_until_new_item(page, key: str, previous: str) -> str:
+    page.keyboard.press(key)
+    page.wait_for_function(
+        "prev => { const ws = document.getElementById('workspace');"
+        " return ws && ws.dataset.item && ws.dataset.item !== prev; }",
+        arg=previous,
+    )
+    return current_item(page)
+
+
+def screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"workspace-{name}.png"), full_page=True)
+
+
+def test_pairwise_by_keyboard_alone_with_reload_resume_and_undo(
+    page, live_server, make_study, make_annotators
+):
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1, max_items=5)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    first = press_until_new_item(page, "Enter", "")  # Start
+    page.keyboard.press("?")
+    assert page.is_visible("#shortcuts") and "Response 1 is better" in page.inner_text("#shortcuts")
+    page.keyboard.press("Escape")
+    screenshot(page, "pairwise")
+    page.keyboard.press("1")
+    page.keyboard.press("Shift+Digit4")
+    second = press_until_new_item(page, "Enter", first)
+    page.keyboard.press("2")
+    page.keyboard.press("Shift+Digit2")
+    page.keyboard.press("r")
+    page.keyboard.type("Response 2 reuses the earlier details.")
+    page.keyboard.press("Escape")
+    third = press_until_new_item(page, "Enter", second)
+    page.keyboard.press("0")
+    page.keyboard.press("Shift+Digit3")
+    # Reload mid-item: the same item comes back, with what was already chosen.
+    page.reload()
+    assert current_item(page) == third
+    assert page.is_checked('input[name="choice"][value="tie"]')
+    fourth = press_until_new_item(page, "Enter", third)
+    # Undo: the last answer's item is back, filled in as it was answered.
+    back = press_until_new_item(page, "u", fourth)
+    assert back == third
+    assert page.is_checked('input[name="choice"][value="tie"]')
+    assert page.is_checked('input[name="confidence"][value="3"]')
+    page.keyboard.press("t")
+    page.keyboard.press("Shift+Digit5")
+    assert press_until_new_item(page, "Enter", third) == fourth  # back to where we were
+    answers = Answer.objects.filter(assignment__rater__user=user).order_by("id")
+    choices = [(a.details["choice"], a.confidence, bool(a.retracted_at)) for a in answers]
+    assert choices == [("1", 4, False), ("2", 2, False), ("tie", 3, True), ("tie", 5, False)]
+    assert answers[1].note == "Response 2 reuses the earlier details."
+    assert all(a.time_on_item_s > 0 for a in answers)
+    assert page.dialogs == []
+
+
+def test_an_audit_split_brings_in_the_third_auditor(page, live_server, make_study, make_annotators):
+    one, two, third = make_annotators(3)
+    study = make_study(
+        StudyKind.DIALOGUE_AUDIT,
+        annotators=[one, two],
+        adjudicators=[third],
+        max_items=1,
+        name="Audit",
+    )
+    dialogue = Dialogue.objects.get(pk=study.items.get().dialogue_id)
+
+    def audit(user, rows: str, decision: str, shot: str = "") -> None:
+        login(page, live_server, user)
+        page.goto(f"{live_server.url}/annotate/{study.pk}/")
+        item = press_until_new_item(page, "Enter", "")
+        if shot:
+            screenshot(page, shot)
+        for key in rows:
+            page.keyboard.press(key)
+        page.keyboard.press(decision)
+        page.keyboard.press("Enter")
+        page.wait_for_function(
+            "prev => document.getElementById('workspace').dataset.item !== prev", arg=item
+        )
+
+    audit(one, "yyyyyy", "p", shot="dialogue-audit")
+    audit(two, "yyyyyn", "f")
+    assert Dialogue.objects.get(pk=dialogue.pk).status == DialogueStatus.IN_AUDIT
+    login(page, live_server, third)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    press_until_new_item(page, "Enter", "")
+    assert "The two audits disagree" in page.inner_text("#workspace")
+    screenshot(page, "dialogue-audit-adjudicator")
+    page.keyboard.press("k")  # rows: the first is current; k stays on it
+    for key in "yyyyyn":
+        page.keyboard.press(key)
+    page.keyboard.press("f")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=Nothing is left for you")
+    answers = Answer.objects.filter(assignment__item__study=study)
+    third_answer = answers.get(assignment__rater__user=third)
+    assert third_answer.assignment.role == AssignmentRole.ADJUDICATE
+    assert third_answer.details["checks"]["assistant_cold"]["ok"] is False
+    assert Dialogue.objects.get(pk=dialogue.pk).status == DialogueStatus.REJECTED
+
+
+def test_a_reply_with_a_script_stays_inert(page, live_server, make_study, make_annotators):
+    evil = (
+        "Sure!<script>window.__pwned = 'script'</script>"
+        '<img src="x" onerror="window.__pwned = \'img\'"> Pack the stand last.'
+    )
+    EvaluationUnit.objects.update(reply=evil)
+    Judgment.objects.update(evidence="<script>window.__pwned = 'script'</script>")
+    user = make_annotators(1)[0]
+    for kind in (StudyKind.PAIRWISE, StudyKind.ADJUDICATION):
+        study = make_study(kind, annotators=[user], overlap=1, name=f"Evil {kind}")
+        login(page, live_server, user)
+        page.goto(f"{live_server.url}/annotate/{study.pk}/")
+        press_until_new_item(page, "Enter", "")
+        assert page.evaluate("window.__pwned") is None
+        assert "<script>window.__pwned" in page.inner_text("#workspace")  # shown as text
+        assert page.locator("#workspace script").count() == 0
+        assert page.locator("#workspace img").count() == 0
+    assert page.locator("mark.evidence").count() >= 1
+    assert page.dialogs == []
+
+
+@pytest.mark.parametrize(
+    "kind", [StudyKind.DIRECT_RATING, StudyKind.ADJUDICATION, StudyKind.FAILURE_MODE]
+)
+def test_the_other_workspaces_answer_by_keyboard(
+    kind, page, live_server, make_study, make_annotators
+):
+    user = make_annotators(1)[0]
+    study = make_study(kind, annotators=[user], overlap=1, condition="", reason_required=False)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    first = press_until_new_item(page, "Enter", "")
+    screenshot(page, kind.replace("_", "-"))
+    if kind == StudyKind.FAILURE_MODE:
+        page.keyboard.press("2")
+    else:
+        page.keyboard.press("a")
+        page.keyboard.press("Shift+Digit2")
+    if kind == StudyKind.DIRECT_RATING:  # a rationale is always required here
+        page.keyboard.press("r")
+        page.keyboard.type("Right direction, no anchor.")
+        page.keyboard.press("Control+Enter")
+    else:
+        page.keyboard.press("Enter")
+    page.wait_for_function(
+        "prev => document.getElementById('workspace').dataset.item !== prev", arg=first
+    )
+    answer = Answer.objects.get(assignment__rater__user=user)
+    expected = "deliverable_repetition" if kind == StudyKind.FAILURE_MODE else "PARTIAL"
+    assert answer.label == expected
+    if kind == StudyKind.DIRECT_RATING:
+        assert "the judge's verdict" in page.inner_text("#workspace")

@@ -1,0 +1,42 @@
+"""Evidence marks: found in the raw reply, built from escaped slices, never trusting markup."""
+
+from annotation.highlight import highlight, quote_spans
+
+
+def test_a_quote_is_marked_where_it_occurs():
+    html = highlight("Pack the projector last. Good luck!", [("judge-a", "the projector last")])
+    assert html == 'Pack <mark class="evidence judge-a">the projector last</mark>. Good luck!'
+
+
+def test_curly_quotes_and_whitespace_do_not_stop_a_match():
+    reply = "She said “load it\n   in reverse” before noon."
+    spans = quote_spans(reply, '"load it in reverse"')
+    assert spans == [(reply.index("load"), reply.index("”"))]
+
+
+def test_fragments_joined_by_ellipses_are_each_marked():
+    reply = "First, book the van. Later, pack the projector last."
+    html = str(highlight(reply, [("judge-b", '"book the van" … "pack the projector last"')]))
+    assert html.count('<mark class="evidence judge-b">') == 2
+
+
+def test_overlapping_quotes_of_two_judges_share_a_mark():
+    html = str(
+        highlight("abc defgh ijklmnop", [("judge-a", "abc defgh"), ("judge-b", "defgh ijklmnop")])
+    )
+    assert '<mark class="evidence judge-a judge-b">defgh</mark>' in html
+
+
+def test_markup_in_the_reply_and_in_the_quote_stays_text():
+    reply = "Hi <script>alert('x')</script> & <b>bold</b>"
+    html = str(highlight(reply, [("judge-a", "<script>alert('x')</script>")]))
+    assert "<script>" not in html and "<b>" not in html
+    assert (
+        '<mark class="evidence judge-a">&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;</mark>'
+        in html
+    )
+    assert "&amp; &lt;b&gt;bold&lt;/b&gt;" in html
+
+
+def test_an_absent_quote_marks_nothing():
+    assert str(highlight("a < b", [("judge-a", "not in the reply at all")])) == "a &lt; b"
