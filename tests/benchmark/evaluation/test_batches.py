@@ -25,7 +25,7 @@ from benchmark.models import (
 from tests.factories import jsonl_bytes, records_for, stream
 from tests.fakes.vendor_server import FakeVendorServer
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 REPLY = "Book the larger room and send the agenda on Monday, before the venue deadline."
 QUOTE = "send the agenda on Monday"

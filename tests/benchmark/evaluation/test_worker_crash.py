@@ -34,7 +34,7 @@ from proactweb.celery import app as celery_app
 from tests.factories import jsonl_bytes, records_for, stream
 from tests.fakes.vendor_server import FakeVendorServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 BATCH = 2
 REPLY = "Sure. Pack the projector stand last so it comes out first at the venue."
