@@ -254,6 +254,7 @@ class Report:
     calls_cost_usd: Decimal = Decimal(0)
     priced_cost_usd: Decimal = Decimal(0)
     judge_errors: int = 0
+    claimed_again: int = 0
     error_reasons: Counter = field(default_factory=Counter)
     server_faults: Counter = field(default_factory=Counter)
 
@@ -297,6 +298,7 @@ class Report:
             ("errored without a reason", self.errored_without_reason),
             ("lost (neither done nor errored)", self.lost),
             ("judgments in judge_error", self.judge_errors),
+            ("units claimed more than once", self.claimed_again),
             ("two results for one unit and judge", self.duplicates),
             ("one call paid twice in the run", self.paid_twice),
             ("server requests", self.server_requests),
@@ -341,6 +343,7 @@ def verify(run_id: int, servers: list[tuple[list[LogRow], set[int]]]) -> Report:
     report.units = sum(states.values())
     report.done, report.errored = states[UnitState.DONE], states[UnitState.ERROR]
     report.lost = report.units - report.done - report.errored
+    report.claimed_again = units.filter(attempts__gt=1).count()
     errors = list(units.filter(state=UnitState.ERROR).values_list("error", flat=True))
     report.errored_without_reason = sum(not e.strip() for e in errors)
     report.error_reasons = Counter(_reason(e) for e in errors)
