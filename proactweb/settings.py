@@ -285,5 +285,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # One line per HTTP request to a model provider is noise at INFO; failures still show.
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore")},
+    # (django-axes logs every successful login's reset of its counter at INFO.)
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "axes")},
 }

@@ -21,7 +21,7 @@ from benchmark.evaluation import runs
 from benchmark.models import Dialogue, EvaluationRun, ModelEndpoint, ProviderCall
 from proactweb.celery import app as celery_app
 from tests.factories import jsonl_bytes, records_for, stream
-from tests.fakes.vendor_server import BENCH_QUOTE, Fault, FakeVendorServer, bench_reply
+from tests.fakes.vendor_server import BENCH_QUOTE, FakeVendorServer, Fault, bench_reply
 
 pytestmark = pytest.mark.django_db
 
@@ -66,9 +66,7 @@ def _pages(client, run: EvaluationRun) -> dict[str, str]:
     for url in urls:
         response = client.get(url)
         assert response.status_code == 200, url
-        body = (
-            b"".join(response.streaming_content) if response.streaming else response.content
-        )
+        body = b"".join(response.streaming_content) if response.streaming else response.content
         pages[url] = body.decode()
     return pages
 

@@ -15,12 +15,23 @@ pytestmark = pytest.mark.django_db
 def test_production_settings_are_secure():
     """What ``check --deploy`` does not check, or checks only as a warning, with the values a
     production deployment uses (README: DEBUG=0, a real SECRET_KEY, TLS)."""
+    names = [
+        "DEBUG",
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "SESSION_COOKIE_HTTPONLY",
+        "SECURE_HSTS_SECONDS",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+        "SECURE_SSL_REDIRECT",
+        "SECURE_CONTENT_TYPE_NOSNIFF",
+        "X_FRAME_OPTIONS",
+        "ALLOWED_HOSTS",
+        "MIDDLEWARE",
+        "AXES_FAILURE_LIMIT",
+    ]
     script = (
-        "import json; from django.conf import settings as s; print(json.dumps({k: getattr(s, k) "
-        "for k in ['DEBUG', 'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SESSION_COOKIE_HTTPONLY',"
-        " 'SECURE_HSTS_SECONDS', 'SECURE_HSTS_INCLUDE_SUBDOMAINS', 'SECURE_SSL_REDIRECT', "
-        "'SECURE_CONTENT_TYPE_NOSNIFF', 'X_FRAME_OPTIONS', 'ALLOWED_HOSTS', 'MIDDLEWARE', "
-        "'AXES_FAILURE_LIMIT']}, default=str))"
+        "import json; from django.conf import settings as s; "
+        f"print(json.dumps({{k: getattr(s, k) for k in {names!r}}}, default=str))"
     )
     result = _manage("shell", "-c", script, env_overrides=PRODUCTION_ENV)
     assert result.returncode == 0, result.stderr
