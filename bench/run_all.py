@@ -4,7 +4,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARKS = ["corpus_import.py", "pipeline.py", "stats.py"]
+BENCHMARKS = [
+    "corpus_import.py",
+    "pipeline.py",
+    "stats.py",
+    "fault_campaign.py",
+    "memory_soak.py",
+]
 
 
 def main() -> int:
