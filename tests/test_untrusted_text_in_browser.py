@@ -42,7 +42,9 @@ def poisoned(monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     call_command("load_demo", "--no-users", stdout=io.StringIO())
     run = EvaluationRun.objects.get()
-    ModelEndpoint.objects.filter(pk=run.endpoints.first().pk).update(display_name="Evil " + PAYLOAD)
+    ModelEndpoint.objects.filter(pk=run.endpoints.first().pk).update(
+        display_name=("Evil " + PAYLOAD)[:120]  # the column's length
+    )
     dialogue = Dialogue.objects.first()
     Turn.objects.filter(dialogue=dialogue, index=1).update(
         user_message=PAYLOAD, assistant_response=PAYLOAD
