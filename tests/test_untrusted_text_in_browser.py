@@ -9,6 +9,7 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -117,3 +118,6 @@ def test_untrusted_text_stays_inert_on_every_page_that_shows_it(
     assert "&lt;script&gt;" in shown["run (admin, with live progress)"]
     assert "Evil &lt;script&gt;" in shown["dashboard"]
     context.close()
+    # Under Playwright's sync API the ORM opened a connection of its own here; close it, or
+    # PostgreSQL cannot drop the test database at the end of the session.
+    connection.close()
