@@ -646,10 +646,10 @@ class _Batch:
             except queue.Empty:
                 break
             self.in_flight -= 1
-        cache_rows, call_rows = _records(items)
         unfinished = [job.unit.pk for job in self.jobs if not job.finished]
 
         def save() -> None:
+            cache_rows, call_rows = _records(items)  # (prices may need the database)
             with transaction.atomic():
                 ResponseCacheEntry.objects.bulk_create(cache_rows, ignore_conflicts=True)
                 ProviderCall.objects.bulk_create(call_rows)

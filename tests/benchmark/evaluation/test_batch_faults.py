@@ -12,12 +12,13 @@ import pytest
 from django.db import OperationalError, connection
 
 from benchmark.corpus.importer import corpus_import
-from benchmark.evaluation import inflight
+from benchmark.evaluation import engine, inflight
 from benchmark.evaluation.engine import units_execute
 from benchmark.models import (
     CallInFlight,
     EvaluationUnit,
     Judgment,
+    ModelPrice,
     ProviderCall,
     ResponseCacheEntry,
     UnitState,
@@ -91,6 +92,43 @@ def test_a_dropped_connection_mid_round_still_records_what_that_round_paid_for(e
     assert set(units_execute(unit_ids=ids).values()) == {UnitState.DONE}
     _no_completed_request_sent_twice(server)
     assert Judgment.objects.filter(unit__run=run, state="done").count() == len(ids)
+
+
+class Outage:
+    """From the first INSERT into the response cache on, the next ``statements`` statements
+    fail too, whatever they are: the database is away for a moment, not just one query."""
+
+    def __init__(self, statements: int) -> None:
+        self.left = None
+        self.statements = statements
+
+    def __call__(self, execute, sql, params, many, context):
+        starts = sql.lstrip().upper().startswith("INSERT") and "responsecacheentry" in sql
+        if self.left is None and starts:
+            self.left = self.statements
+            engine._prices.clear()  # a price cached before the outage expires during it
+        if self.left:
+            self.left -= 1
+            raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, params, many, context)
+
+
+def test_a_batch_outlasts_a_short_database_outage_and_still_records_its_costs(endpoints, server):
+    """The batch's salvage needs the database itself (the calls' prices, their rows, the hand
+    back): it waits for the database to come back rather than giving up at the first error."""
+    model, judge = endpoints
+    ModelPrice.objects.create(
+        model_name=model.model_name, input_usd_per_mtok=1, output_usd_per_mtok=2
+    )
+    run, ids = _running_run(model, judge)
+    with connection.execute_wrapper(Outage(statements=3)), pytest.raises(OperationalError):
+        units_execute(unit_ids=ids)
+    paid = _paid(server)
+    recorded = ProviderCall.objects.filter(run=run, ok=True)
+    assert recorded.count() == len(paid) and all(c.cost_usd > 0 for c in recorded)
+    assert set(EvaluationUnit.objects.filter(run=run).values_list("state", flat=True)) == {
+        UnitState.PENDING
+    }
 
 
 def test_the_task_retries_a_batch_after_a_database_error_and_finishes_it(endpoints, server):
