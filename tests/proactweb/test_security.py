@@ -105,6 +105,16 @@ def test_a_successful_login_resets_the_count(client, settings):
         assert _login(client, "forgetful", "wrong").status_code == 200
 
 
+def test_an_overlong_username_is_a_failed_login_that_counts(client, settings):
+    """On PostgreSQL a username longer than axes' column (255) was a 500 for anyone: it is
+    recorded cut to the column, and throttled like any other. (A NUL character never gets that
+    far: the form refuses it, no password is tried.)"""
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        assert _login(client, "x" * 10_000, "wrong").status_code == 200
+    assert _login(client, "x" * 10_000, "wrong").status_code == 429
+    assert _login(client, "a\x00b", "wrong").status_code == 200
+
+
 # --- CSRF ---------------------------------------------------------------------------------------
 
 
