@@ -8,8 +8,9 @@ pools and caches filled) and at the end, and the growth between them (target: fl
     python bench/memory_soak.py                  # 19,968 units
     python bench/memory_soak.py --models 4       # a quicker look
 
-Scratch PostgreSQL database ``proactbench_bench`` (emptied) and Redis database 14, as
-bench/pipeline.py. Ends with a RESULT line.
+Scratch PostgreSQL database ``proactbench_soak`` (created if missing, emptied) and Redis
+database 13 (flushed) — its own, so that it can run beside bench/pipeline.py. Ends with a RESULT
+line.
 """
 
 import argparse
@@ -46,9 +47,9 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument(
-        "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_bench"
+        "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_soak"
     )
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     args = parser.parse_args()
     queue = "bench-soak"
 
