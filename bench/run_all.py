@@ -4,7 +4,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARKS = ["corpus_import.py", "pipeline.py", "stats.py", "annotation_next.py"]
+BENCHMARKS = [
+    "corpus_import.py",
+    "pipeline.py",
+    "stats.py",
+    "annotation_next.py",
+    "fault_campaign.py",
+    "memory_soak.py",
+]
 
 
 def main() -> int:

@@ -8,6 +8,7 @@ below fail loudly on a malformed value instead of guessing.
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -84,6 +85,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "benchmark",
     "annotation",
     "stats",
@@ -99,6 +101,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its 429 response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "proactweb.urls"
@@ -195,6 +199,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username from
+# one address, that pair is refused (HTTP 429) for LOGIN_LOCKOUT_MINUTES; the site's login page
+# and the admin's alike. A success resets the count. Behind a proxy the address is the proxy's
+# unless it passes the client's on: then it is the username alone that is throttled.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_USERNAME_CALLABLE = "annotation.login_throttling.throttled_username"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -266,5 +286,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # One line per HTTP request to a model provider is noise at INFO; failures still show.
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore")},
+    # (django-axes logs every successful login's reset of its counter at INFO.)
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "axes")},
 }

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.permissions import BasePermission
@@ -106,6 +111,19 @@ class TableView(APIView):
         return response
 
 
+ERROR_BODY = inline_serializer(
+    name="Error", fields={"detail": serializers.CharField(help_text="What went wrong.")}
+)
+ERROR_RESPONSES = {
+    (400, "application/json"): OpenApiResponse(ERROR_BODY, description="A parameter is invalid."),
+    (401, "application/json"): OpenApiResponse(ERROR_BODY, description="No credentials."),
+    (404, "application/json"): OpenApiResponse(
+        ERROR_BODY, description="No such run or export, or not a researcher or admin."
+    ),
+}
+"""The error responses every operation can give (documented, so clients and the schema test
+know them)."""
+
 _FIELD = {
     "str": lambda help_text: serializers.CharField(help_text=help_text, allow_null=True),
     "int": lambda help_text: serializers.IntegerField(help_text=help_text, allow_null=True),
@@ -146,6 +164,9 @@ def _table_view(spec: tables.TableSpec) -> type[TableView]:
         responses={
             (200, "application/json"): _response_schema(spec),
             (200, "text/csv"): OpenApiTypes.STR,
+            **ERROR_RESPONSES,
+            # Asked for CSV, an error comes as CSV too: one "detail" column.
+            **{(status, "text/csv"): OpenApiTypes.STR for status in (400, 401, 404)},
         },
         tags=["statistics"],
     )(get)
@@ -176,10 +197,25 @@ class RawExportView(APIView):
         summary="Raw export, streamed (CSV or JSONL)",
         parameters=[
             OpenApiParameter("run", OpenApiTypes.INT, description="Only this run."),
+            OpenApiParameter(
+                "name",
+                OpenApiTypes.STR,
+                OpenApiParameter.PATH,
+                enum=sorted(exports.RAW_EXPORTS),
+                description="Which export.",
+            ),
+            OpenApiParameter(
+                "fmt",
+                OpenApiTypes.STR,
+                OpenApiParameter.PATH,
+                enum=sorted(content_types),
+                description="csv or jsonl.",
+            ),
         ],
         responses={
             (200, "text/csv"): OpenApiTypes.STR,
             (200, "application/jsonl"): OpenApiTypes.STR,
+            **ERROR_RESPONSES,
         },
         tags=["exports"],
     )

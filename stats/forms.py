@@ -45,7 +45,20 @@ class DashboardFilterForm(forms.Form):
         )
 
 
+MAX_SCORES_FILE_BYTES = 2 * 1024 * 1024
+"""A scores file is a few lines per model; anything near this is not one (and is read whole)."""
+
+
 class BenchmarkScoresUploadForm(forms.Form):
     file = forms.FileField(
         help_text="CSV, UTF-8: model,benchmark,score — or model,<benchmark>,<benchmark>,…"
     )
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > MAX_SCORES_FILE_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size / 1_048_576:.1f} MB; a scores file is at most "
+                f"{MAX_SCORES_FILE_BYTES // 1_048_576} MB."
+            )
+        return upload

@@ -83,6 +83,10 @@ def _read(stream: IO[bytes]) -> tuple[list[str], list[tuple[int, list[str]]]]:
     except UnicodeDecodeError as exc:
         error = ScoreError(1, "", f"the file is not UTF-8 text ({exc.reason})")
         raise ScoresImportError([error]) from exc
+    if "\x00" in text:  # a binary file, or UTF-16; PostgreSQL cannot store it in any case
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        error = ScoreError(line, "", "contains a NUL character: not a CSV text file")
+        raise ScoresImportError([error])
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader, None)

@@ -55,5 +55,5 @@ def benchmark_scores(request: HttpRequest) -> HttpResponse:
         request,
         "stats/benchmark_scores.html",
         {"form": form, "errors": errors, "scores": scores},
-        status=400 if errors else 200,
+        status=400 if errors or (form.is_bound and form.errors) else 200,
     )

@@ -12,6 +12,8 @@ from django.utils.html import format_html
 
 from benchmark.evaluation import runs as run_service
 from benchmark.models import (
+    AuditAction,
+    AuditVia,
     Condition,
     EvaluationRun,
     EvaluationUnit,
@@ -20,6 +22,7 @@ from benchmark.models import (
     ModelPrice,
     ProviderCall,
     ResponseCacheEntry,
+    RunAuditEvent,
     RunStatus,
 )
 
@@ -38,6 +41,12 @@ RUN_DEFINITION = (
 
 def _enqueue_after_commit(task, run_id: int) -> None:
     transaction.on_commit(lambda: task.delay(run_id))
+
+
+def _audit(request: HttpRequest, run: EvaluationRun, action: str, note: str = "") -> None:
+    run_service.run_audit_record(
+        run=run, action=action, via=AuditVia.ADMIN, actor=request.user, note=note
+    )
 
 
 class EvaluationRunForm(forms.ModelForm):
@@ -98,6 +107,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
         launched = 0
         for run in queryset.filter(status=RunStatus.QUEUED):
+            _audit(request, run, AuditAction.LAUNCH)
             _enqueue_after_commit(launch_run, run.pk)
             launched += 1
         messages.info(request, f"Launching {launched} run(s); progress updates live.")
@@ -117,12 +127,17 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         from benchmark.tasks import resume_run
 
         for run in queryset:
+            _audit(request, run, AuditAction.RESUME)
             _enqueue_after_commit(resume_run, run.pk)
         messages.info(request, f"Resuming {queryset.count()} run(s).")
 
     @admin.action(description="Retry errored units")
     def retry_errors(self, request, queryset):
-        total = sum(run_service.run_retry_errors(run_id=run.pk) for run in queryset)
+        total = 0
+        for run in queryset:
+            retried = run_service.run_retry_errors(run_id=run.pk)
+            _audit(request, run, AuditAction.RETRY_ERRORS, note=f"{retried} errored unit(s)")
+            total += retried
         messages.info(request, f"{total} errored unit(s) re-enqueued.")
 
     # --- live progress ---------------------------------------------------------------------
@@ -234,3 +249,22 @@ class ResponseCacheEntryAdmin(admin.ModelAdmin):
 class ModelPriceAdmin(admin.ModelAdmin):
     list_display = ("model_name", "input_usd_per_mtok", "output_usd_per_mtok")
     search_fields = ("model_name",)
+
+
+@admin.register(RunAuditEvent)
+class RunAuditEventAdmin(admin.ModelAdmin):
+    """Read-only for everyone, superusers included: an audit log nobody can edit from here."""
+
+    list_display = ("created_at", "action", "run_name", "actor_name", "via", "note")
+    list_filter = ("action", "via")
+    search_fields = ("run_name", "actor_name", "note")
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -72,13 +72,46 @@ def iter_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any, CorpusError |
             )
             continue
         try:
-            yield number, json.loads(text), None
+            yield number, json.loads(text, parse_constant=_reject_constant), None
         except json.JSONDecodeError as exc:
             yield (
                 number,
                 None,
                 CorpusError(number, "$", f"invalid JSON: {exc.msg} (column {exc.colno})"),
             )
+        except RecursionError:
+            yield number, None, CorpusError(number, "$", "invalid JSON: nested too deeply")
+        except ValueError as exc:  # NaN/Infinity, or an integer of more than 4,300 digits
+            yield number, None, CorpusError(number, "$", f"invalid JSON: {exc}")
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _text_errors(line: int, value: Any, path: str = "$") -> list[CorpusError]:
+    """Strings no database can store: a NUL character (PostgreSQL refuses it in text and JSON),
+    or an unpaired surrogate (``\\ud800`` in the JSON: not Unicode, cannot be encoded)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return [CorpusError(line, path, "contains a NUL character (\\u0000)")]
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return [CorpusError(line, path, "contains an unpaired surrogate (invalid Unicode)")]
+        return []
+    errors: list[CorpusError] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            key_errors = _text_errors(line, key, path)
+            if key_errors:
+                errors += [CorpusError(line, path, f"a key {e.message}") for e in key_errors]
+            else:
+                errors += _text_errors(line, item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for position, item in enumerate(value):
+            errors += _text_errors(line, item, f"{path}[{position}]")
+    return errors
 
 
 def _pydantic_errors(line: int, exc: ValidationError) -> list[CorpusError]:
@@ -202,9 +235,14 @@ def parse_dialogue(
     if not isinstance(raw, dict):
         return None, [CorpusError(line, "$", f"expected a JSON object, got {type(raw).__name__}")]
     try:
+        text_errors = _text_errors(line, raw)
+        if text_errors:
+            return None, text_errors
         rec = DialogueRecord.model_validate(raw)
     except ValidationError as exc:
         return None, _pydantic_errors(line, exc)
+    except RecursionError:
+        return None, [CorpusError(line, "$", "nested too deeply")]
     errors = _structural_errors(line, rec)
     if errors:
         return None, errors

@@ -75,18 +75,18 @@ class TurnRecord(_Open):
 
 
 class ExtensionAnchor(_Open):
-    key: NonBlank
+    key: NonBlank = Field(max_length=40)
     text: NonBlank
     turn: StrictInt | None = Field(default=None, ge=1)
 
 
 class ExtensionPersona(_Open):
-    name: StrictStr = ""
+    name: StrictStr = Field(default="", max_length=120)
     summary: StrictStr = ""
 
 
 class ExtensionScenario(_Open):
-    title: StrictStr = ""
+    title: StrictStr = Field(default="", max_length=200)
     hidden_goal: StrictStr = ""
     surface_request: StrictStr = ""
     ideal_trajectory: StrictStr = ""
@@ -105,14 +105,17 @@ class Extension(_Open):
 
 
 class DialogueRecord(_Open):
-    blueprint_id: NonBlank
-    scenario_id: NonBlank
-    unique_id_eval: NonBlank
-    uuid: NonBlank
+    # Length limits are the database columns' (Blueprint.key, Scenario.key, Dialogue.unique_id_eval,
+    # Persona.external_id, Dialogue.curation_model; a small integer column): a value beyond
+    # them is a line/field error here, not a database error at write time.
+    blueprint_id: NonBlank = Field(max_length=160)
+    scenario_id: NonBlank = Field(max_length=120)
+    unique_id_eval: NonBlank = Field(max_length=255)
+    uuid: NonBlank = Field(max_length=64)
     category_key: CategoryKey
     style_combination_index: StrictInt = Field(ge=1, le=24)
-    evaluated_model: StrictStr
-    num_turns_completed: StrictInt = Field(ge=0)
+    evaluated_model: StrictStr = Field(max_length=120)
+    num_turns_completed: StrictInt = Field(ge=0, le=32767)
     trigger_points: list[TriggerPoint] = Field(min_length=1)
     turn_records: list[TurnRecord] = Field(min_length=1)
     token_usage: dict[str, Any] | None = None

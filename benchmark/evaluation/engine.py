@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -71,6 +71,8 @@ PRICE_TTL_S = 60.0
 SALVAGE_S = 180.0
 """After a failure of the batch itself, how long to keep collecting calls already in flight, so
 their (paid) results reach the cache."""
+SALVAGE_DB_PAUSES_S = (0.5, 2.0, 5.0)
+"""Pauses between tries to save a failed batch's state while the database is unreachable."""
 
 
 # --- Per-process helpers ----------------------------------------------------------------------
@@ -263,6 +265,7 @@ class _Batch:
         self.errored: list[EvaluationUnit] = []
         self.handed_back: list[int] = []
         self.outcomes: dict[int, str] = {}
+        self.uncommitted: list[tuple] = []  # a round of results whose transaction is open
         self.jobs = self._jobs(units)
 
     # -- set-up --
@@ -335,10 +338,14 @@ class _Batch:
                     # One transaction per round: its cache rows, call records and states.
                     # A bug while moving units on still commits the cache rows and call records
                     # (what was paid for); the units' own writes are left to the hand-back.
+                    # Until it commits, the round's results are also kept here: if the
+                    # database goes away mid-round, ``_abandon`` records them again.
+                    self.uncommitted = items
                     with transaction.atomic():
                         bugs = self._complete(items)
                         if not bugs:
                             self._flush()
+                    self.uncommitted = []
                     if bugs:
                         raise bugs[0]
                 elif self.waiting:
@@ -446,49 +453,13 @@ class _Batch:
     def _complete(self, items) -> list[BaseException]:
         """Record calls that came back and move their units on; returns the exceptions of
         calls that failed with a bug rather than a provider error (the caller raises them)."""
-        cache_rows, call_rows, keys, bugs = [], [], [], []
-        for call, result, error, bug in items:
+        for _ in items:
             self.in_flight -= 1
-            keys.append(call.key)
-            if bug is not None:
-                bugs.append(bug)
-            elif result is not None:
-                cache_rows.append(
-                    ResponseCacheEntry(
-                        key=call.key,
-                        endpoint_name=call.endpoint.name,
-                        text=result.text,
-                        **_usage(result),
-                    )
-                )
-                call_rows.append(
-                    ProviderCall(
-                        run_id=call.job.unit.run_id,
-                        unit=call.job.unit,
-                        endpoint=call.endpoint,
-                        purpose=call.purpose,
-                        cache_key=call.key,
-                        attempts=result.attempts,
-                        cost_usd=_cost(call.endpoint, result),
-                        **_usage(result),
-                    )
-                )
-            else:
-                call_rows.append(
-                    ProviderCall(
-                        run_id=call.job.unit.run_id,
-                        unit=call.job.unit,
-                        endpoint=call.endpoint,
-                        purpose=call.purpose,
-                        cache_key=call.key,
-                        ok=False,
-                        error=str(error)[:2000],
-                        attempts=error.attempts,
-                    )
-                )
+        cache_rows, call_rows = _records(items)
+        bugs = [bug for *_, bug in items if bug is not None]
         # Cache first: from here on a crash cannot make us pay for these calls again.
         ResponseCacheEntry.objects.bulk_create(cache_rows, ignore_conflicts=True)
-        inflight.release_many(keys)
+        inflight.release_many([call.key for call, *_ in items])
         ProviderCall.objects.bulk_create(call_rows)
         if bugs:
             return bugs
@@ -659,36 +630,93 @@ class _Batch:
         )
 
     def _abandon(self) -> None:
-        """The batch failed (a bug, the database gone): keep what was paid for, and give the
-        units back so that a resume can run them now rather than after their lease."""
+        """The batch failed (a bug, the database or Redis gone): keep what was paid for, and
+        give the units back so that a retry or a resume can run them now rather than after
+        their lease.
+
+        What was paid for is the round whose transaction did not commit and every call still
+        in flight (waited for, up to ``SALVAGE_S``): their cache rows and call records are
+        written on a fresh connection. Each step is tried on its own, so Redis being down
+        (the in-flight claims) does not stop the units from being handed back."""
         deadline = time.monotonic() + SALVAGE_S
-        rows, keys = [], []
+        items, self.uncommitted = list(self.uncommitted), []
         while self.in_flight and time.monotonic() < deadline:
             try:
-                call, result, _, _ = self.results.get(timeout=deadline - time.monotonic())
+                items.append(self.results.get(timeout=deadline - time.monotonic()))
             except queue.Empty:
                 break
             self.in_flight -= 1
-            keys.append(call.key)
-            if result is not None:
-                rows.append(
-                    ResponseCacheEntry(
-                        key=call.key,
-                        endpoint_name=call.endpoint.name,
-                        text=result.text,
-                        **_usage(result),
+        unfinished = [job.unit.pk for job in self.jobs if not job.finished]
+
+        def save() -> None:
+            cache_rows, call_rows = _records(items)  # (prices may need the database)
+            with transaction.atomic():
+                ResponseCacheEntry.objects.bulk_create(cache_rows, ignore_conflicts=True)
+                ProviderCall.objects.bulk_create(call_rows)
+                self._hand_back(unfinished)
+
+        for pause in (*SALVAGE_DB_PAUSES_S, None):
+            try:
+                if not connection.in_atomic_block:  # (a caller's transaction: keep it)
+                    connection.close()  # whatever state the failure left it in: start afresh
+                save()
+                break
+            except Exception:
+                if pause is None:
+                    logger.exception(
+                        "batch of units %s: could not save its state after a failure",
+                        self.unit_ids,
                     )
-                )
+                else:
+                    time.sleep(pause)
         try:
-            close_old_connections()
-            ResponseCacheEntry.objects.bulk_create(rows, ignore_conflicts=True)
-            inflight.release_many(keys)
-            unfinished = [job.unit.pk for job in self.jobs if not job.finished]
-            self._hand_back(unfinished)
-        except Exception:
-            logger.exception(
-                "batch of units %s: could not save its state after a failure", self.unit_ids
+            inflight.release_many([call.key for call, *_ in items])
+        except Exception as exc:  # the claims expire with the lease anyway
+            logger.warning(
+                "batch of units %s: in-flight claims not released: %s", self.unit_ids, exc
             )
+
+
+def _records(items) -> tuple[list[ResponseCacheEntry], list[ProviderCall]]:
+    """The cache rows and call records of calls that came back: a result is cached and
+    recorded with its cost; a provider error is recorded as a failed call; a bug, neither."""
+    cache_rows, call_rows = [], []
+    for call, result, error, _ in items:
+        if result is not None:
+            cache_rows.append(
+                ResponseCacheEntry(
+                    key=call.key,
+                    endpoint_name=call.endpoint.name,
+                    text=result.text,
+                    **_usage(result),
+                )
+            )
+            call_rows.append(
+                ProviderCall(
+                    run_id=call.job.unit.run_id,
+                    unit_id=call.job.unit.pk,
+                    endpoint=call.endpoint,
+                    purpose=call.purpose,
+                    cache_key=call.key,
+                    attempts=result.attempts,
+                    cost_usd=_cost(call.endpoint, result),
+                    **_usage(result),
+                )
+            )
+        elif error is not None:
+            call_rows.append(
+                ProviderCall(
+                    run_id=call.job.unit.run_id,
+                    unit_id=call.job.unit.pk,
+                    endpoint=call.endpoint,
+                    purpose=call.purpose,
+                    cache_key=call.key,
+                    ok=False,
+                    error=str(error)[:2000],
+                    attempts=error.attempts,
+                )
+            )
+    return cache_rows, call_rows
 
 
 def units_execute(*, unit_ids: list[int]) -> dict[int, str]:
@@ -697,6 +725,12 @@ def units_execute(*, unit_ids: list[int]) -> dict[int, str]:
     units that were not ours to run are left out."""
     units, token = units_claim(list(unit_ids))
     if not units:
+        # A redelivered or retried batch whose units are all finished: its first delivery may
+        # have died before closing the run (one query, and only on this rare path).
+        for run_id in set(
+            EvaluationUnit.objects.filter(pk__in=unit_ids).values_list("run_id", flat=True)
+        ):
+            run_finish_if_complete(run_id=run_id)
         return {}
     outcomes = _Batch(units, token).run()
     for run_id in sorted({unit.run_id for unit in units}):

@@ -32,7 +32,8 @@ def parse_judge_output(text: str, *, reply: str) -> JudgeVerdict:
     body = fenced.group(1) if fenced else text.strip()
     try:
         data = json.loads(body)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
+        # ValueError: JSONDecodeError, and also an integer of more than 4,300 digits.
         raise JudgeOutputError(f"the output is not a JSON object ({exc})") from None
     if not isinstance(data, dict):
         raise JudgeOutputError("the output must be a JSON object, not " + type(data).__name__)

@@ -18,6 +18,8 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from benchmark.models import (
+    AuditAction,
+    AuditVia,
     Condition,
     Dialogue,
     DialogueStatus,
@@ -25,6 +27,7 @@ from benchmark.models import (
     EvaluationUnit,
     ModelEndpoint,
     ProviderCall,
+    RunAuditEvent,
     RunStatus,
     Trigger,
     UnitState,
@@ -68,6 +71,27 @@ def run_create(
         dialogues = Dialogue.objects.filter(status=DialogueStatus.ACCEPTED)
     run.dialogues.set(list(dialogues))
     return run
+
+
+def run_audit_record(
+    *,
+    run: EvaluationRun,
+    action: AuditAction,
+    via: AuditVia,
+    actor=None,
+    actor_name: str = "",
+    note: str = "",
+) -> RunAuditEvent:
+    """Record who launched, resumed or retried a run (the actions that spend money)."""
+    return RunAuditEvent.objects.create(
+        run=run,
+        run_name=run.name,
+        action=action,
+        via=via,
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        actor_name=(actor_name or (actor.get_username() if actor is not None else ""))[:200],
+        note=note[:500],
+    )
 
 
 def run_units_create(*, run: EvaluationRun) -> int:

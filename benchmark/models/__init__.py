@@ -17,6 +17,8 @@ from benchmark.models.corpus import (
     Turn,
 )
 from benchmark.models.runs import (
+    AuditAction,
+    AuditVia,
     CallInFlight,
     CallPurpose,
     Condition,
@@ -30,6 +32,7 @@ from benchmark.models.runs import (
     ProviderCall,
     ResponseCacheEntry,
     ResultRecordMeta,
+    RunAuditEvent,
     RunSource,
     RunStatus,
     UnitState,
@@ -39,6 +42,8 @@ from benchmark.models.runs import (
 __all__ = [
     "PHASE_WINDOWS",
     "Anchor",
+    "AuditAction",
+    "AuditVia",
     "Blueprint",
     "CallInFlight",
     "CallPurpose",
@@ -60,6 +65,7 @@ __all__ = [
     "ProviderCall",
     "ResponseCacheEntry",
     "ResultRecordMeta",
+    "RunAuditEvent",
     "RunSource",
     "RunStatus",
     "Scenario",

@@ -13,6 +13,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from benchmark.models.corpus import ModelEndpoint, Trigger
 
@@ -336,3 +337,51 @@ class CallInFlight(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class AuditAction(models.TextChoices):
+    LAUNCH = "launch", "Launch"
+    RESUME = "resume", "Resume"
+    RETRY_ERRORS = "retry_errors", "Retry errors"
+
+
+class AuditVia(models.TextChoices):
+    ADMIN = "admin", "Admin"
+    COMMAND = "command", "Management command"
+
+
+class RunAuditEvent(models.Model):
+    """An action that spends money on model calls — launching, resuming or retrying a run —
+    with who took it, how and when. Written by the admin actions and ``run_eval``; read-only in
+    the admin, and kept (with the run's name) if the run is deleted."""
+
+    run = models.ForeignKey(
+        EvaluationRun,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
+        help_text="The run acted on (empty once the run is deleted).",
+    )
+    run_name = models.CharField(max_length=200, help_text="The run's name at the time.")
+    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The admin who acted (empty for a command, or once the user is deleted).",
+    )
+    actor_name = models.CharField(
+        max_length=200, help_text="The username, or the system user who ran the command."
+    )
+    via = models.CharField(max_length=10, choices=AuditVia.choices)
+    note = models.CharField(max_length=500, blank=True, help_text="e.g. how many units.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.run_name}"

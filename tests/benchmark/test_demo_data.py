@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.test import RequestFactory
 
 from annotation.roles import is_annotator, is_researcher
 from benchmark.models import Dialogue, ModelEndpoint, Trigger, Turn
@@ -95,8 +96,14 @@ def test_load_demo_is_repeatable_and_creates_role_logins(db):
     call_command("load_demo", stdout=out)
     assert "(0 new, 0 updated, 10 unchanged)" in out.getvalue()
     assert ModelEndpoint.objects.filter(provider="replay").count() == 5
-    assert authenticate(username="admin", password="demo-admin").is_superuser
-    assert is_researcher(authenticate(username="researcher", password="demo-researcher"))
+    assert _authenticate("admin", "demo-admin").is_superuser
+    assert is_researcher(_authenticate("researcher", "demo-researcher"))
     for name in ("annotator1", "annotator2"):
-        assert is_annotator(authenticate(username=name, password=f"demo-{name}"))
+        assert is_annotator(_authenticate(name, f"demo-{name}"))
     assert "annotator   annotator1 / demo-annotator1" in out.getvalue()
+
+
+def _authenticate(username: str, password: str):
+    """As the login page does: login throttling (django-axes) needs the request."""
+    request = RequestFactory().post("/accounts/login/")
+    return authenticate(request, username=username, password=password)

@@ -25,6 +25,9 @@ As a separate process (benchmarks; GET /_fake/stats and /_fake/log report what i
 
     python -m tests.fakes.vendor_server --port 8765 --latency-ms 200 --rate-429 0.02 --seed 7
 
+(``/_fake/log`` rows carry each request's hash, status, outcome and the fault applied, which is
+how bench/fault_campaign.py finds repeated calls.)
+
 It is deliberately CPU-light (no access log, one JSON parse and one hash per request) because a
 benchmark drives ~20,000 requests at 64 concurrency through it on a 2-core machine.
 """
@@ -160,14 +163,24 @@ class Fault:
 @dataclass(frozen=True)
 class FaultRates:
     """Probabilistic faults for fault campaigns, drawn from ``random.Random(seed)`` so a campaign
-    is repeatable. Scripted faults take precedence."""
+    is repeatable. Scripted faults take precedence.
+
+    The first three are HTTP faults (one draw per request). The last two spoil what a *judge*
+    (a model whose name contains "judge") answers with HTTP 200, for replies that are JSON
+    objects with an ``evidence`` key (``bench_reply``): the JSON cut short, or an evidence quote
+    that does not occur in the reply being judged."""
 
     rate_429: float = 0.0
     rate_500: float = 0.0
     rate_timeout: float = 0.0
     timeout_delay_s: float = 30.0
     retry_after_s: float = 1.0
+    rate_malformed_judge: float = 0.0
+    rate_absent_evidence: float = 0.0
     seed: int = 0
+
+
+ABSENT_QUOTE = "a sentence the reply never contained"
 
 
 @dataclass
@@ -179,6 +192,13 @@ class LoggedRequest:
     headers: dict[str, str]
     request_hash: str
     status: int | None = None
+    received_s: float = dataclasses.field(default_factory=time.monotonic)
+    """When it arrived (the server's monotonic clock)."""
+    completed_s: float | None = None
+    """When its response was written in full (outcome "completed")."""
+    fault: str = ""
+    """The fault applied, if any: 429, 500, timeout, malformed, disconnect, malformed_judge,
+    absent_evidence."""
     outcome: Outcome = "pending"
     """"completed": written in full; "aborted": the client was gone (e.g. after its timeout);
     "dropped": the server closed the connection on purpose (``Fault.disconnect``)."""
@@ -377,6 +397,27 @@ class FakeVendorServer:
             return Fault.slow(rates.timeout_delay_s)
         return None
 
+    def _spoil_judgment(self, reply: Reply, entry: LoggedRequest) -> Reply:
+        rates = self.fault_rates
+        if not (rates.rate_malformed_judge or rates.rate_absent_evidence):
+            return reply
+        draw = self._rng.random()  # on the loop thread, like _next_fault
+        text = reply.joined_text() or ""
+        if draw < rates.rate_malformed_judge:
+            entry.fault = "malformed_judge"
+            return dataclasses.replace(reply, text=text[: max(1, len(text) // 2)])
+        if draw < rates.rate_malformed_judge + rates.rate_absent_evidence:
+            try:
+                verdict = json.loads(text)
+            except ValueError:
+                return reply
+            if isinstance(verdict, dict) and "evidence" in verdict:
+                entry.fault = "absent_evidence"
+                return dataclasses.replace(
+                    reply, text=json.dumps({**verdict, "evidence": ABSENT_QUOTE})
+                )
+        return reply
+
     # --- The log ----------------------------------------------------------------------------------
 
     def requests(self) -> list[LoggedRequest]:
@@ -437,6 +478,8 @@ class FakeVendorServer:
         self, request: web.Request, api: Api, entry: LoggedRequest, body: Any
     ) -> web.StreamResponse:
         fault = self._next_fault()
+        if fault is not None:
+            entry.fault = _fault_name(fault)
         delay = self.latency_s + (fault.delay_s if fault else 0.0)
         if delay > 0:
             await asyncio.sleep(delay)
@@ -465,6 +508,8 @@ class FakeVendorServer:
             reply = self.reply(body)
             if isinstance(reply, str):
                 reply = Reply(reply)
+            if "judge" in str(body.get("model", "")):
+                reply = self._spoil_judgment(reply, entry)
             status = 200
             build = _openai_reply if api == "openai" else _anthropic_reply
             payload = build(body, reply, entry.seq)
@@ -497,7 +542,7 @@ class FakeVendorServer:
         except ConnectionError:
             self._record(entry, outcome="aborted")
         else:
-            self._record(entry, outcome="completed")
+            self._record(entry, outcome="completed", completed_s=time.monotonic())
         return response
 
     async def _handle_stats(self, request: web.Request) -> web.Response:
@@ -508,6 +553,7 @@ class FakeVendorServer:
             "by_status": dict(Counter(str(entry.status) for entry in log)),
             "by_outcome": dict(Counter(entry.outcome for entry in log)),
             "distinct_hashes": len(hashes),
+            "by_fault": dict(Counter(entry.fault for entry in log if entry.fault)),
         }
         return web.json_response(stats)
 
@@ -519,10 +565,19 @@ class FakeVendorServer:
                 "request_hash": e.request_hash,
                 "status": e.status,
                 "outcome": e.outcome,
+                "fault": e.fault,
+                "received_s": e.received_s,
+                "completed_s": e.completed_s,
             }
             for e in self.requests()
         ]
         return web.json_response(rows)
+
+
+def _fault_name(fault: Fault) -> str:
+    if fault.kind == "status":
+        return str(fault.status)
+    return "timeout" if fault.kind == "slow" else fault.kind
 
 
 def _presented_key(request: web.Request) -> str:
@@ -603,6 +658,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate-timeout", type=float, default=0.0)
     parser.add_argument("--timeout-delay-ms", type=float, default=30_000.0)
     parser.add_argument("--retry-after-s", type=float, default=1.0)
+    parser.add_argument("--rate-malformed-judge", type=float, default=0.0)
+    parser.add_argument("--rate-absent-evidence", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--reply",
@@ -617,6 +674,8 @@ def main(argv: list[str] | None = None) -> None:
         rate_timeout=args.rate_timeout,
         timeout_delay_s=args.timeout_delay_ms / 1000,
         retry_after_s=args.retry_after_s,
+        rate_malformed_judge=args.rate_malformed_judge,
+        rate_absent_evidence=args.rate_absent_evidence,
         seed=args.seed,
     )
     stop = threading.Event()

@@ -1,10 +1,19 @@
+import getpass
 import time
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from benchmark.evaluation import runs
-from benchmark.models import Dialogue, DialogueStatus, EvaluationRun, ModelEndpoint, RunStatus
+from benchmark.models import (
+    AuditAction,
+    AuditVia,
+    Dialogue,
+    DialogueStatus,
+    EvaluationRun,
+    ModelEndpoint,
+    RunStatus,
+)
 
 FINAL = {RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED}
 
@@ -17,11 +26,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--name", required=True)
-        parser.add_argument("--models", required=True, help="comma-separated endpoint names")
-        parser.add_argument(
-            "--judges", required=True, help="comma-separated endpoint names; the first is primary"
-        )
+        # --name, --models and --judges are required unless --resume (checked in handle).
+        parser.add_argument("--name")
+        parser.add_argument("--models", help="comma-separated endpoint names")
+        parser.add_argument("--judges", help="comma-separated endpoint names; the first is primary")
         parser.add_argument("--conditions", default="vanilla", help="vanilla,rubric_injected")
         parser.add_argument("--samples", type=int, default=1)
         parser.add_argument(
@@ -47,7 +55,11 @@ class Command(BaseCommand):
             if run is None:
                 raise CommandError(f"No run with id {o['resume']}")
             runs.run_resume(run_id=run.pk)
+            self._audit(run, AuditAction.RESUME)
         else:
+            missing = [f"--{k}" for k in ("name", "models", "judges") if not o[k]]
+            if missing:
+                raise CommandError(f"{', '.join(missing)} required (or --resume RUN_ID)")
             if o["dialogues"] == "accepted":
                 dialogues = Dialogue.objects.filter(status=DialogueStatus.ACCEPTED)
             elif o["dialogues"] == "all":
@@ -74,11 +86,21 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             from benchmark.tasks import launch_run
 
+            self._audit(run, AuditAction.LAUNCH)
             launch_run.delay(run.pk)
         self.stdout.write(f"Run {run.pk} launched.")
         if o["no_wait"]:
             return
         self._watch(run)
+
+    def _audit(self, run: EvaluationRun, action: str) -> None:
+        try:
+            who = getpass.getuser()
+        except (KeyError, OSError):  # no name for this uid (e.g. in a container)
+            who = "unknown"
+        runs.run_audit_record(
+            run=run, action=action, via=AuditVia.COMMAND, actor_name=f"{who} (run_eval)"
+        )
 
     def _watch(self, run: EvaluationRun) -> None:
         with tqdm(desc=f"run {run.pk}", unit="unit") as bar:

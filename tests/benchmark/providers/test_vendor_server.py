@@ -75,6 +75,36 @@ def test_probabilistic_faults_repeat_with_the_seed():
     assert {200, 429, 500} <= set(first)
 
 
+def test_judge_outputs_are_spoiled_at_the_seeded_rates():
+    from benchmark.evaluation.judge_output import JudgeOutputError, parse_judge_output
+    from tests.fakes.vendor_server import ABSENT_QUOTE, BENCH_QUOTE, bench_reply
+
+    rates = FaultRates(rate_malformed_judge=0.25, rate_absent_evidence=0.25, seed=3)
+    with FakeVendorServer(reply=bench_reply, fault_rates=rates) as server:
+        client = _client(server.openai_base_url)
+        model_reply = _ask_model(client, "a-model", "plan the trip")
+        outputs = [_ask_model(client, "the-judge", f"judge reply {i}") for i in range(40)]
+        log = server.requests()
+    assert BENCH_QUOTE in model_reply and log[0].fault == ""  # models are never spoiled
+    faults = [entry.fault for entry in log[1:]]
+    assert {"malformed_judge", "absent_evidence", ""} == set(faults)
+    for fault, output in zip(faults, outputs, strict=True):
+        if fault == "absent_evidence":
+            assert json.loads(output)["evidence"] == ABSENT_QUOTE
+        if fault:
+            with pytest.raises(JudgeOutputError):
+                parse_judge_output(output, reply=model_reply)
+        else:
+            parse_judge_output(output, reply=model_reply)
+
+
+def _ask_model(client: openai.OpenAI, model: str, text: str) -> str:
+    completion = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": text}]
+    )
+    return completion.choices[0].message.content
+
+
 def test_request_hash_identifies_model_messages_and_params():
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 0.1}
 

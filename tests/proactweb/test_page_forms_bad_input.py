@@ -1,0 +1,96 @@
+"""The pages' own forms with bad input (Hypothesis): the corpus filters (/corpus/), the dashboard
+filters (/stats/), the scores upload form and the login form, given empty, huge, wrongly
+encoded and malicious values. Never a 5xx; a value the form cannot use falls back to the default
+or is refused with a message; nothing given is rendered as markup."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.django_db
+
+NASTY = st.sampled_from(
+    [
+        "",
+        " ",
+        "0",
+        "-1",
+        "1" * 40,
+        "9" * 400,
+        "1e309",
+        "NaN",
+        "٣",  # a digit, but not an ASCII one
+        "x" * 5000,
+        "%00",
+        "\x00",
+        "\ud800",
+        "Zoë ☕",
+        "<script>alert(1)</script>",
+        '"><img src=x onerror=alert(1)>',
+        "../../etc/passwd",
+        "1 OR 1=1",
+        "'; DROP TABLE benchmark_dialogue; --",
+    ]
+) | st.text(max_size=30)
+FORMS = {
+    "benchmark:dialogue_list": [
+        "q",
+        "domain",
+        "style",
+        "status",
+        "trigger_type",
+        "with_findings",
+        "page",
+    ],
+    "stats:dashboard": ["run", "verdicts", "condition"],
+}
+PROPERTY_SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture
+def researcher_client(client_for, researcher):
+    call_command("load_demo", "--no-users", stdout=io.StringIO())
+    return client_for(researcher)
+
+
+def _query(values: dict) -> dict:
+    # What a browser can send: the test client encodes str as UTF-8; an unpaired surrogate
+    # cannot be encoded at all, so it travels percent-encoded as its escape.
+    return {k: v.encode("utf-8", "surrogatepass").decode("latin-1") for k, v in values.items()}
+
+
+@PROPERTY_SETTINGS
+@given(data=st.data())
+def test_filter_forms_never_fail_and_never_render_what_they_were_given(researcher_client, data):
+    name = data.draw(st.sampled_from(sorted(FORMS)))
+    keys = data.draw(st.lists(st.sampled_from(FORMS[name]), min_size=1, unique=True))
+    values = {key: data.draw(NASTY) for key in keys}
+    response = researcher_client.get(reverse(name), _query(values), HTTP_HX_REQUEST="true")
+    assert response.status_code == 200, (name, values)
+    html = response.content.decode()
+    assert "<script>alert(1)" not in html and "<img src=x" not in html
+
+
+def test_the_login_form_with_empty_huge_and_malicious_values(client):
+    for username, password in [
+        ("", ""),
+        ("x" * 10_000, "y" * 10_000),
+        ("<script>alert(1)</script>", "pw"),
+        ("admin' --", "' OR '1'='1"),
+        ("\x00", "\x00"),
+    ]:
+        response = client.post(reverse("login"), {"username": username, "password": password})
+        assert response.status_code in (200, 429), username[:20]
+        html = response.content.decode()
+        assert "<script>alert(1)" not in html
+        assert "_auth_user_id" not in client.session

@@ -1,0 +1,248 @@
+"""The permission matrix, generated from the URLconf: every named URL × (anonymous, annotator,
+researcher, staff) → the expected status of a GET.
+
+Every URL name the project serves must match a row of ``EXPECTED`` below: a new URL without
+one fails this test, naming it. URL arguments are real objects (the demo data plus one of every
+other model the admin shows), so a change page is the page of an existing row.
+
+Statuses: 302 to a login page for the anonymous; 404 (not 403) for a logged-in user below the
+bar, so staff URLs are not revealed; the admin sends every non-staff user to its login page.
+"""
+
+import io
+import re
+
+import pytest
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+from django.contrib import admin
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
+from rest_framework.authtoken.models import Token, TokenProxy
+
+from benchmark.evaluation import runs
+from benchmark.models import (
+    AuditAction,
+    AuditVia,
+    CallInFlight,
+    Dialogue,
+    EvaluationRun,
+    ModelEndpoint,
+    ModelPrice,
+    ProviderCall,
+    ResponseCacheEntry,
+    ResultRecordMeta,
+)
+from stats.models import ExternalBenchmarkScore
+
+pytestmark = pytest.mark.django_db
+
+ROLES = ("anonymous", "annotator", "researcher", "staff")
+LOGIN = "302 to a login page"  # the site's or the admin's; any other 302 is written as 302
+NOT_FOUND, OK = 404, 200
+
+
+def row(anonymous, annotator, researcher, staff):
+    return dict(zip(ROLES, (anonymous, annotator, researcher, staff), strict=True))
+
+
+STAFF_LIKE = row(LOGIN, NOT_FOUND, OK, OK)
+API = row(401, NOT_FOUND, OK, OK)  # token auth first: the anonymous get 401 + WWW-Authenticate
+ADMIN = row(LOGIN, LOGIN, LOGIN, OK)  # the admin's login page, for anyone who is not staff
+ADMIN_READ_ONLY_ADD = row(LOGIN, LOGIN, LOGIN, 403)
+
+# Each key is a regular expression matched against the whole URL name ("namespace:name").
+EXPECTED: dict[str, dict[str, int]] = {
+    "home": row(LOGIN, 302, 302, 302),  # each role to its own start page
+    "healthz": row(OK, OK, OK, OK),
+    "login": row(OK, 302, 302, 302),  # the logged-in are sent on
+    "logout": row(405, 405, 405, 405),  # POST only
+    "benchmark:dialogue_list": STAFF_LIKE,
+    "benchmark:dialogue_detail": STAFF_LIKE,
+    "annotation:home": row(LOGIN, OK, OK, OK),
+    "stats:dashboard": STAFF_LIKE,
+    "stats:benchmark_scores": STAFF_LIKE,
+    # The human-study tables need ?study= (annotation studies): 400 with the reason, not 500.
+    r"stats_api:table-(human-agreement|preference|preference-raters|failure-modes)": row(
+        401, NOT_FOUND, 400, 400
+    ),
+    r"stats_api:table-[\w-]+": API,
+    "stats_api:raw-export": API,
+    "stats_api:schema": API,
+    "stats_api:docs": API,
+    # The admin.
+    "admin:login": row(OK, OK, OK, 302),
+    "admin:logout": row(302, 302, 302, 405),  # POST only; the others to /admin/, then login
+    "admin:index": ADMIN,
+    "admin:app_list": ADMIN,
+    "admin:password_change": ADMIN,
+    "admin:password_change_done": ADMIN,
+    "admin:jsi18n": ADMIN,
+    "admin:autocomplete": row(LOGIN, LOGIN, LOGIN, 403),  # needs its query parameters
+    "admin:view_on_site": row(LOGIN, LOGIN, LOGIN, NOT_FOUND),  # no model has a public page
+    "admin:auth_user_password_change": ADMIN,
+    "admin:benchmark_dialogue_import": ADMIN,
+    "admin:benchmark_evaluationrun_progress": ADMIN,
+    "admin:benchmark_evaluationrun_action": row(LOGIN, LOGIN, LOGIN, 302),  # GET: back to the run
+    # Rows nobody may add, change or delete by hand (records of what happened).
+    r"admin:benchmark_(evaluationunit|judgment|providercall|responsecacheentry)_add": (
+        ADMIN_READ_ONLY_ADD
+    ),
+    r"admin:benchmark_runauditevent_(add|delete)": ADMIN_READ_ONLY_ADD,
+    r"admin:axes_(accessattempt|accesslog|accessfailurelog)_add": ADMIN_READ_ONLY_ADD,
+    # Every other model's standard admin pages: staff only.
+    r"admin:\w+_\w+_(changelist|add|change|delete|history)": ADMIN,
+}
+LOGIN_PAGES = ("/accounts/login/", "/admin/login/")
+
+
+def _named_patterns(patterns=None, namespace=""):
+    """(full name, pattern) for every named URL pattern, including those in namespaces."""
+    for item in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(item, URLResolver):
+            inner = f"{namespace}{item.namespace}:" if item.namespace else namespace
+            yield from _named_patterns(item.url_patterns, inner)
+        elif isinstance(item, URLPattern) and item.name:
+            yield f"{namespace}{item.name}", item
+
+
+def _expectation(name: str) -> dict[str, int] | None:
+    for key, statuses in EXPECTED.items():
+        if re.fullmatch(key, name):
+            return statuses
+    return None
+
+
+@pytest.fixture
+def world(admin_user, researcher, annotator, django_user_model):
+    """The demo data, and at least one row of every model the admin shows."""
+    call_command("load_demo", "--no-users", stdout=io.StringIO())
+    run = EvaluationRun.objects.get()
+    endpoint = ModelEndpoint.objects.first()
+    runs.run_audit_record(run=run, action=AuditAction.LAUNCH, via=AuditVia.ADMIN, actor=admin_user)
+    ModelPrice.objects.get_or_create(
+        model_name=endpoint.model_name,
+        defaults={"input_usd_per_mtok": 1, "output_usd_per_mtok": 2},
+    )
+    ExternalBenchmarkScore.objects.create(
+        endpoint=endpoint, benchmark="GPQA", score=0.5, uploaded_at=timezone.now()
+    )
+    CallInFlight.objects.create(key="k" * 64, expires_at=timezone.now())
+    unit = run.units.first()
+    ProviderCall.objects.create(
+        run=run, unit=unit, endpoint=endpoint, purpose="reply", cache_key="c" * 64
+    )
+    ResponseCacheEntry.objects.get_or_create(
+        key="c" * 64, defaults={"endpoint_name": endpoint.name, "text": unit.reply}
+    )
+    if not ResultRecordMeta.objects.exists():
+        ResultRecordMeta.objects.create(
+            run=run, endpoint=endpoint, dialogue=Dialogue.objects.first(), meta={}
+        )
+    Token.objects.create(user=researcher)
+    AccessAttempt.objects.create(
+        username="someone", ip_address="127.0.0.1", user_agent="t", failures_since_start=1
+    )
+    AccessLog.objects.create(username="someone", ip_address="127.0.0.1", user_agent="t")
+    AccessFailureLog.objects.create(username="someone", ip_address="127.0.0.1", user_agent="t")
+    return {
+        "anonymous": None,
+        "annotator": annotator,
+        "researcher": researcher,
+        "staff": admin_user,
+    }
+
+
+def _object_pk(model):
+    if model is TokenProxy:  # the token admin addresses a token by its user
+        return Token.objects.first().user_id
+    obj = model._default_manager.order_by("pk").first()
+    return None if obj is None else obj.pk
+
+
+def _url(name: str, pattern: URLPattern, models: dict[str, type]) -> str:
+    """Reverse a URL name with real objects for its arguments."""
+    params = list(pattern.pattern.regex.groupindex)
+    if not pattern.pattern.regex.groups:
+        return reverse(name)
+    match = re.fullmatch(r"admin:(\w+?)_([a-z0-9]+)_(password_change|change|delete|history)", name)
+    if match:
+        model = models[f"{match.group(1)}.{match.group(2)}"]
+        pk = _object_pk(model)
+        assert pk is not None, f"no {model.__name__} to open {name} with: add one to world"
+        return reverse(name, args=[pk])
+    run = EvaluationRun.objects.get()
+    by_name = {
+        "benchmark:dialogue_detail": [Dialogue.objects.first().pk],
+        "admin:app_list": ["benchmark"],
+        "admin:view_on_site": [
+            __import__("django.contrib.contenttypes.models")
+            .contrib.contenttypes.models.ContentType.objects.get_for_model(Dialogue)
+            .pk,
+            Dialogue.objects.first().pk,
+        ],
+        "admin:benchmark_evaluationrun_progress": [run.pk],
+        "admin:benchmark_evaluationrun_action": [run.pk, "resume"],
+        "stats_api:raw-export": ["judgments", "csv"],
+    }
+    assert name in by_name, f"{name} takes {params}: say which real object to use"
+    return reverse(name, args=by_name[name])
+
+
+def test_every_url_has_an_expected_status_for_every_role(world):
+    patterns = list(_named_patterns())
+    missing = sorted({name for name, _ in patterns if _expectation(name) is None})
+    assert not missing, (
+        "URLs without a row in the permission matrix (add them to EXPECTED in "
+        f"{__name__}): {', '.join(missing)}"
+    )
+    models = {f"{m._meta.app_label}.{m._meta.model_name}": m for m in admin.site._registry} | {
+        "auth.user": __import__("django.contrib.auth").contrib.auth.get_user_model()
+    }
+    failures = []
+    checked = 0
+    for name, pattern in patterns:
+        url = _url(name, pattern, models)
+        for role in ROLES:
+            client = Client()
+            if world[role] is not None:
+                client.force_login(world[role])
+            response = client.get(url)
+            expected = _expectation(name)[role]
+            checked += 1
+            got: int | str = response.status_code
+            if got == 302 and response["Location"].startswith(LOGIN_PAGES):
+                got = LOGIN
+            if got != expected:
+                where = f" to {response['Location']}" if response.status_code == 302 else ""
+                failures.append(f"{role:<10} GET {url} ({name}): {got}{where}, expected {expected}")
+    assert not failures, "\n".join(failures)
+    assert checked >= 4 * 150  # every admin model's pages, and the site's
+
+
+def test_annotators_reach_nothing_of_the_staff_side(world):
+    """The matrix's promise for annotators, stated on its own: of everything the project serves,
+    an annotator gets a page only from their own work page, the login page, the health check
+    and the admin's login form; everything else is 404, a redirect to a login page, or 405."""
+    allowed = {"healthz", "annotation:home", "admin:login"}
+    for name, _ in _named_patterns():
+        statuses = _expectation(name)
+        if statuses["annotator"] == OK:
+            assert name in allowed, name
+
+
+def test_no_view_skips_csrf_except_the_api_which_enforces_it_for_sessions():
+    """DRF marks its views csrf_exempt and checks CSRF itself for session-authenticated
+    requests (SessionAuthentication); no other view may skip the check."""
+    from rest_framework.views import APIView
+
+    for name, pattern in _named_patterns():
+        if getattr(pattern.callback, "csrf_exempt", False):
+            view_class = getattr(pattern.callback, "cls", None)
+            assert view_class is not None and issubclass(view_class, APIView), name
+
+
+def test_staff_only_means_staff_or_researcher_and_groups_exist():
+    assert {"Annotator", "Researcher"} <= set(Group.objects.values_list("name", flat=True))
