@@ -5,6 +5,7 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.test import RequestFactory
 from django.urls import reverse
 
 from annotation.kinds import StudyKind
@@ -144,7 +145,12 @@ def test_load_demo_creates_one_study_of_each_kind_for_the_demo_annotators(client
             "annotator2",
         }
         assert study.items.exists()
-    client.login(username="annotator1", password="demo-annotator1")
+    # django-axes needs the request the credentials came with (the test client passes none).
+    assert client.login(
+        request=RequestFactory().post("/accounts/login/"),
+        username="annotator1",
+        password="demo-annotator1",
+    )
     home = client.get(reverse("annotation:home")).content.decode()
     for study in Study.objects.all():
         assert study.name in home

@@ -23,7 +23,7 @@ from django.urls import reverse
 from benchmark.evaluation import runs
 from benchmark.models import Dialogue, EvaluationRun, ResponseCacheEntry
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _conninfo(dbname: str) -> str:

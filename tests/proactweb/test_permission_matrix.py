@@ -22,6 +22,9 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token, TokenProxy
 
+from annotation.kinds import StudyKind, valid_labels
+from annotation.models import RaterExclusion, Study
+from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
 from benchmark.evaluation import runs
 from benchmark.models import (
     AuditAction,
@@ -62,6 +65,17 @@ EXPECTED: dict[str, dict[str, int]] = {
     "benchmark:dialogue_list": STAFF_LIKE,
     "benchmark:dialogue_detail": STAFF_LIKE,
     "annotation:home": row(LOGIN, OK, OK, OK),
+    # Workspaces: only a study's own raters reach it (the demo studies' raters are the demo
+    # annotators, none of the roles here), anyone else's study is a 404; actions are POST only.
+    "annotation:workspace": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND),
+    "annotation:item": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND),
+    r"annotation:(next|undo|answer)": row(LOGIN, 405, 405, 405),
+    # Running studies is staff work (admin or researcher).
+    "annotation:study_list": STAFF_LIKE,
+    "annotation:study_new": STAFF_LIKE,
+    "annotation:study_detail": STAFF_LIKE,
+    "annotation:rater_exclusion": row(LOGIN, NOT_FOUND, 405, 405),
+    "admin:annotation_study_import": ADMIN,
     "stats:dashboard": STAFF_LIKE,
     "stats:benchmark_scores": STAFF_LIKE,
     # The human-study tables need ?study= (annotation studies): 400 with the reason, not 500.
@@ -92,6 +106,10 @@ EXPECTED: dict[str, dict[str, int]] = {
     ),
     r"admin:benchmark_runauditevent_(add|delete)": ADMIN_READ_ONLY_ADD,
     r"admin:axes_(accessattempt|accesslog|accessfailurelog)_add": ADMIN_READ_ONLY_ADD,
+    # What annotators did is never added or deleted by hand (nothing a person did is lost).
+    r"admin:annotation_(studyitem|assignment|answer|raterexclusion)_(add|delete)": (
+        ADMIN_READ_ONLY_ADD
+    ),
     # Every other model's standard admin pages: staff only.
     r"admin:\w+_\w+_(changelist|add|change|delete|history)": ADMIN,
 }
@@ -118,7 +136,8 @@ def _expectation(name: str) -> dict[str, int] | None:
 @pytest.fixture
 def world(admin_user, researcher, annotator, django_user_model):
     """The demo data, and at least one row of every model the admin shows."""
-    call_command("load_demo", "--no-users", stdout=io.StringIO())
+    # With its users: the demo studies belong to the demo annotators, none of the roles below.
+    call_command("load_demo", stdout=io.StringIO())
     run = EvaluationRun.objects.get()
     endpoint = ModelEndpoint.objects.first()
     runs.run_audit_record(run=run, action=AuditAction.LAUNCH, via=AuditVia.ADMIN, actor=admin_user)
@@ -141,6 +160,17 @@ def world(admin_user, researcher, annotator, django_user_model):
         ResultRecordMeta.objects.create(
             run=run, endpoint=endpoint, dialogue=Dialogue.objects.first(), meta={}
         )
+    # An annotator's assignment, answer and an exclusion, so their admin pages have a row.
+    study = Study.objects.filter(kind=StudyKind.DIRECT_RATING).first()
+    demo_rater = study.raters.filter(annotates=True).order_by("pk").first()
+    assignment = assignment_next(rater=demo_rater)
+    answer_submit(
+        rater=demo_rater,
+        item_token=assignment.item.token,
+        answer=AnswerInput(label=valid_labels(study.kind)[0], confidence=3, note="ok"),
+        idempotency_key="matrix-1",
+    )
+    RaterExclusion.objects.create(rater=demo_rater, excluded=False, reason="matrix", by=admin_user)
     Token.objects.create(user=researcher)
     AccessAttempt.objects.create(
         username="someone", ip_address="127.0.0.1", user_agent="t", failures_since_start=1
@@ -186,6 +216,18 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type]) -> str:
         "admin:benchmark_evaluationrun_progress": [run.pk],
         "admin:benchmark_evaluationrun_action": [run.pk, "resume"],
         "stats_api:raw-export": ["judgments", "csv"],
+    }
+    study = Study.objects.order_by("pk").first()
+    item = study.items.order_by("pk").first()
+    rater = study.raters.order_by("pk").first()
+    by_name |= {
+        "annotation:workspace": [study.pk],
+        "annotation:next": [study.pk],
+        "annotation:undo": [study.pk],
+        "annotation:item": [study.pk, item.token],
+        "annotation:answer": [study.pk, item.token],
+        "annotation:study_detail": [study.pk],
+        "annotation:rater_exclusion": [study.pk, rater.pk],
     }
     assert name in by_name, f"{name} takes {params}: say which real object to use"
     return reverse(name, args=by_name[name])

@@ -24,7 +24,7 @@ from benchmark.models import (
 )
 from stats.models import ExternalBenchmarkScore
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CHROMIUM = "/usr/bin/chromium"
 # Each piece would set window.__xss if it ran: a script, an event handler, an attribute broken

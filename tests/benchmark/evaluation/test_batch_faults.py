@@ -28,7 +28,7 @@ from tests.benchmark.evaluation.test_batches import _endpoint, _in_thread, _repl
 from tests.factories import jsonl_bytes, records_for, stream
 from tests.fakes.vendor_server import FakeVendorServer
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from tests.benchmark.evaluation.test_worker_crash import _database_url
 from tests.factories import jsonl_bytes, records_for, stream
 from tests.fakes.vendor_server import FakeVendorServer, FaultRates, bench_reply
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 KEY_ENV = "FAULT_TEST_ANTHROPIC_KEY"
 RATES = dict(
