@@ -198,7 +198,17 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
                 .select_for_update(skip_locked=True, of=("self",))[:CANDIDATE_BATCH]
             )
             if not batch:
-                return None
+                # Nothing unlocked. An item another rater's transaction holds at this instant
+                # may still have room for this rater once that commits: wait for the first such
+                # item rather than report "nothing left" too early (found by the concurrency
+                # test on PostgreSQL). Lock order rater → item, as everywhere: no deadlock.
+                batch = list(
+                    _candidates(rater, now)
+                    .exclude(pk__in=skipped)
+                    .select_for_update(of=("self",))[:1]
+                )
+                if not batch:
+                    return None
             taken = _places_taken([item.pk for item in batch], now)
             for item in batch:
                 if taken[item.pk] < item.required_answers:
