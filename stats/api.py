@@ -21,6 +21,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.models import Study
 from annotation.roles import is_staff_like
 from benchmark.models import Condition, EvaluationRun
 from stats import exports, selectors, tables
@@ -68,7 +69,15 @@ class TableQuerySerializer(serializers.Serializer):
         choices=Condition.choices, required=False, default=Condition.VANILLA
     )
     study = serializers.IntegerField(
-        required=False, help_text="Annotation study id (human-study tables)."
+        required=False,
+        help_text="Annotation study id: what the human-study tables read (human-agreement, "
+        "preference, preference-raters, failure-modes).",
+    )
+    include_excluded = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Study tables: count the raters the study excludes (default: left out; the "
+        "preference table shows both).",
     )
     seed = serializers.IntegerField(
         required=False, default=DEFAULT_SEED, help_text="Base seed of the bootstraps."
@@ -82,11 +91,14 @@ class TableQuerySerializer(serializers.Serializer):
                 raise NotFound(f"no run {data['run']}")
         else:
             run = selectors.default_run()
+        if "study" in data and not Study.objects.filter(pk=data["study"]).exists():
+            raise NotFound(f"no study {data['study']}")
         return selectors.TableRequest(
             run=run,
             verdicts=selectors.VerdictSource.parse(data["verdicts"]),
             condition=data["condition"],
             study=data.get("study"),
+            include_excluded=data["include_excluded"],
             seed=data["seed"],
         )
 
