@@ -198,7 +198,8 @@ class AnyMediaRenderer(JSONRenderer):
 
 
 class RawExportView(APIView):
-    """A raw export, streamed. ``?run=ID`` limits it to one run."""
+    """A raw export, streamed. ``?run=ID`` limits it to one run, ``?study=ID`` to one study
+    (each export says which of these it understands)."""
 
     permission_classes = [IsStaffLike]
     renderer_classes = [JSONRenderer, AnyMediaRenderer]
@@ -208,7 +209,14 @@ class RawExportView(APIView):
     @extend_schema(
         summary="Raw export, streamed (CSV or JSONL)",
         parameters=[
-            OpenApiParameter("run", OpenApiTypes.INT, description="Only this run."),
+            OpenApiParameter(
+                "run",
+                OpenApiTypes.INT,
+                description="Only this run (judgments; votes of studies drawn from it).",
+            ),
+            OpenApiParameter(
+                "study", OpenApiTypes.INT, description="Only this study (votes, audits)."
+            ),
             OpenApiParameter(
                 "name",
                 OpenApiTypes.STR,
@@ -236,11 +244,15 @@ class RawExportView(APIView):
         if export is None or fmt not in self.content_types:
             raise NotFound(f"no raw export {name}.{fmt}")
         filters = {}
-        if request.query_params.get("run"):
+        for key in ("run", "study"):
+            if not request.query_params.get(key):
+                continue
+            if key not in export.filters:
+                raise ParseError(f"the {name} export cannot be limited by {key}")
             try:
-                filters["run"] = int(request.query_params["run"])
+                filters[key] = int(request.query_params[key])
             except ValueError as exc:
-                raise ParseError("run must be an integer") from exc
+                raise ParseError(f"{key} must be an integer") from exc
         writer = exports.csv_chunks if fmt == "csv" else exports.jsonl_chunks
         chunks = (text.encode("utf-8") for text in writer(export.header, export.rows(filters)))
         response = StreamingHttpResponse(chunks, content_type=self.content_types[fmt])

@@ -64,11 +64,9 @@ def exclude(rater: Rater, by) -> None:
     rater_exclusion_set(rater=rater, excluded=True, by=by, reason="clicks through")
 
 
-def answer_next(rater: Rater, decide, *, seconds: float = 20.0, now=None) -> Answer:
-    """Next, then answer as the workspace's form would: ``decide(assignment)`` gives the posted
-    fields (e.g. ``{"choice": "1", "confidence": 3}``)."""
-    assignment = assignment_next(rater=rater, now=now)
-    assert assignment is not None, f"nothing left for {rater}"
+def answer(rater: Rater, assignment, decide, *, seconds: float = 20.0, now=None) -> Answer:
+    """Answer ``assignment`` as the workspace's form would: ``decide(assignment)`` gives the
+    posted fields (e.g. ``{"choice": "1", "confidence": 3}``)."""
     data = {"idempotency_key": secrets.token_hex(8), **decide(assignment)}
     form = ANSWER_FORMS[rater.study.kind](data, study=rater.study, assignment=assignment)
     assert form.is_valid(), form.errors
@@ -80,6 +78,13 @@ def answer_next(rater: Rater, decide, *, seconds: float = 20.0, now=None) -> Ans
         elapsed_ms=int(seconds * 1000),
         now=now,
     ).answer
+
+
+def answer_next(rater: Rater, decide, *, seconds: float = 20.0, now=None) -> Answer:
+    """Press Next, then answer the item it gives (see ``answer``)."""
+    assignment = assignment_next(rater=rater, now=now)
+    assert assignment is not None, f"nothing left for {rater}"
+    return answer(rater, assignment, decide, seconds=seconds, now=now)
 
 
 def pick_case(case: str):
