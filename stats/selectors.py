@@ -87,8 +87,9 @@ class TableRequest:
     include_excluded: bool = False  # count the raters a study excludes (study tables)
     release_dir: Path | None = None
     seed: int = DEFAULT_SEED
-    # The run's replies, fetched once however many tables of one request need them.
-    replies_cache: dict = field(default_factory=dict, compare=False, repr=False)
+    # What the tables of one request share (the run's replies; the study and its answers),
+    # fetched once however many of them are drawn.
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def params(self) -> dict:
         out: dict = {"seed": self.seed}
@@ -220,11 +221,11 @@ def _require_run(request: TableRequest) -> EvaluationRun:
 
 
 def _replies(request: TableRequest) -> RunReplies:
-    if "replies" not in request.replies_cache:
-        request.replies_cache["replies"] = run_replies(
+    if "replies" not in request.cache:
+        request.cache["replies"] = run_replies(
             run=_require_run(request), verdicts=request.verdicts, condition=request.condition
         )
-    return request.replies_cache["replies"]
+    return request.cache["replies"]
 
 
 # --- Run tables -------------------------------------------------------------------------------
@@ -465,9 +466,15 @@ NO_STUDY = (
 )
 
 
-def study_for_table(*, study_id: int, table: str) -> Study:
+def study_for_table(*, study_id: int, table: str, cache: dict | None = None) -> Study:
     """The study, with its run and primary judge, checked to be of a kind ``table`` reads."""
-    study = Study.objects.select_related("run__primary_judge").filter(pk=study_id).first()
+    cache = {} if cache is None else cache
+    if cache.get("study") is None or cache["study"].pk != study_id:
+        cache.clear()  # a cache belongs to one study
+        cache["study"] = (
+            Study.objects.select_related("run__primary_judge").filter(pk=study_id).first()
+        )
+    study = cache["study"]
     if study is None:
         raise StatsInputError(f"no study {study_id}")
     if table not in studies.TABLES_FOR_KIND[study.kind]:
@@ -483,35 +490,51 @@ def study_for_table(*, study_id: int, table: str) -> Study:
     return study
 
 
+def _study_data(*, study_id: int, table: str, cache: dict | None) -> studies.StudyData:
+    cache = {} if cache is None else cache
+    study = study_for_table(study_id=study_id, table=table, cache=cache)
+    if "answers" not in cache:
+        cache["answers"] = studies.study_data(study)
+    return cache["answers"]
+
+
 def study_label_matrix(
-    *, study_id: int, include_excluded: bool = False
+    *, study_id: int, include_excluded: bool = False, cache: dict | None = None
 ) -> tuple[LabelMatrix, list[str]]:
     """Every live label of one study (any kind) as a ``LabelMatrix``, and notes for the table.
-    Raters the study excludes are left out unless ``include_excluded``."""
-    study = study_for_table(study_id=study_id, table="human-agreement")
-    return studies.label_matrix(study, include_excluded=include_excluded)
+    Raters the study excludes are left out unless ``include_excluded``. ``cache``: a dict the
+    tables of one request share (the study and its answers are then read once)."""
+    data = _study_data(study_id=study_id, table="human-agreement", cache=cache)
+    return studies.label_matrix(data, include_excluded=include_excluded)
 
 
-def study_preference(*, study_id: int) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
+def study_preference(
+    *, study_id: int, cache: dict | None = None
+) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
     """A pairwise study's live judgements (de-swapped), the raters it excludes, and notes."""
-    study = study_for_table(study_id=study_id, table="preference")
-    return studies.preference_judgements(study)
+    return studies.preference_judgements(
+        _study_data(study_id=study_id, table="preference", cache=cache)
+    )
 
 
 def study_failure_modes(
-    *, study_id: int, include_excluded: bool = False
+    *, study_id: int, include_excluded: bool = False, cache: dict | None = None
 ) -> tuple[FailureModeLabels, list[str]]:
     """A failure-mode study's labels, one per labelled reply (its annotators' majority), and
     notes. Raters the study excludes are left out unless ``include_excluded``."""
-    study = study_for_table(study_id=study_id, table="failure-modes")
-    return studies.failure_mode_labels(study, include_excluded=include_excluded)
+    data = _study_data(study_id=study_id, table="failure-modes", cache=cache)
+    return studies.failure_mode_labels(data, include_excluded=include_excluded)
 
 
 def _label_matrix(request: TableRequest) -> tuple[LabelMatrix, list[str]]:
     if request.release_dir is not None:
         return release_files.study1_from_release(request.release_dir), []
     if request.study is not None:
-        return study_label_matrix(study_id=request.study, include_excluded=request.include_excluded)
+        return study_label_matrix(
+            study_id=request.study,
+            include_excluded=request.include_excluded,
+            cache=request.cache.setdefault("study", {}),
+        )
     raise StatsInputError(NO_STUDY.format(table="human-agreement"))
 
 
@@ -521,7 +544,7 @@ def _preference(
     if request.release_dir is not None:
         return release_files.pairwise_from_release(request.release_dir), frozenset(), []
     if request.study is not None:
-        return study_preference(study_id=request.study)
+        return study_preference(study_id=request.study, cache=request.cache.setdefault("study", {}))
     raise StatsInputError(NO_STUDY.format(table=table))
 
 
@@ -553,7 +576,9 @@ def failure_modes_table_for(request: TableRequest) -> tables.Table:
             else NO_STUDY.format(table="failure-modes")
         )
     labels, notes = study_failure_modes(
-        study_id=request.study, include_excluded=request.include_excluded
+        study_id=request.study,
+        include_excluded=request.include_excluded,
+        cache=request.cache.setdefault("study", {}),
     )
     return _table(
         "failure-modes", request, tables.failure_mode_rows(failure_mode_table(labels)), notes

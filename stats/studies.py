@@ -98,6 +98,7 @@ class StudyData:
     """What one study's live answers say, ready for a table: who rated (names), who is
     excluded, each item, each live answer."""
 
+    kind: str
     names: dict[int, str]  # rater id → the name tables show (username or release id)
     excluded: frozenset[int]
     items: dict[int, _Item]
@@ -192,20 +193,23 @@ def study_data(study: Study) -> StudyData:
             "time_on_item_s",
         )
     ]
-    return StudyData(names=names, excluded=excluded, items=_items(study), answers=answers)
+    return StudyData(
+        kind=study.kind, names=names, excluded=excluded, items=_items(study), answers=answers
+    )
 
 
 # --- The three inputs -------------------------------------------------------------------------
 
 
-def label_matrix(study: Study, *, include_excluded: bool = False) -> tuple[LabelMatrix, list[str]]:
+def label_matrix(
+    data: StudyData, *, include_excluded: bool = False
+) -> tuple[LabelMatrix, list[str]]:
     """Every live label of the study as items × raters (any kind: its labels are the
     categories), the judge's label and the gold label per item; and notes for the table."""
-    categories, ordered = SCALES[study.kind]
-    data = study_data(study)
+    categories, ordered = SCALES[data.kind]
     answers = data.counted(include_excluded=include_excluded)
     notes = data.excluded_note(include_excluded=include_excluded)
-    if study.kind == StudyKind.DIALOGUE_AUDIT:
+    if data.kind == StudyKind.DIALOGUE_AUDIT:
         thirds = sum(a.role == AssignmentRole.ADJUDICATE for a in answers)
         answers = [a for a in answers if a.role == AssignmentRole.ANNOTATE]
         if thirds:
@@ -226,10 +230,11 @@ def label_matrix(study: Study, *, include_excluded: bool = False) -> tuple[Label
     return matrix, notes
 
 
-def preference_judgements(study: Study) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
+def preference_judgements(
+    data: StudyData,
+) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
     """A pairwise study's live judgements, de-swapped, with the vanilla reply's judge verdict;
     the names of the raters it excludes; notes. Gold items are left out."""
-    data = study_data(study)
     records, gold = [], 0
     for answer in data.answers:
         item = data.items[answer.item_id]
@@ -252,11 +257,10 @@ def preference_judgements(study: Study) -> tuple[PreferenceJudgements, frozenset
 
 
 def failure_mode_labels(
-    study: Study, *, include_excluded: bool = False
+    data: StudyData, *, include_excluded: bool = False
 ) -> tuple[FailureModeLabels, list[str]]:
     """One label per labelled reply of a failure-mode study: the majority of its annotators'
     labels (tie rule ``exclude``); gold items left out; notes."""
-    data = study_data(study)
     notes = data.excluded_note(include_excluded=include_excluded)
     counts: dict[int, np.ndarray] = {}
     gold = set()
