@@ -21,6 +21,7 @@ from benchmark.models import Condition, ModelEndpoint, TriggerType
 from stats import selectors
 from stats.selectors import StatsInputError, TableRequest
 from stats.tables import SPECS
+from tests.release import release_file
 from tests.stats.conftest import (
     answer_next,
     create_study,
@@ -480,3 +481,44 @@ def test_annotators_cannot_read_a_study_table(pairwise, client_for, name):
     annotator = pairwise.raters.first().user  # even one of the study's own raters
     response = client_for(annotator).get(f"/api/v1/tables/{name}/?study={pairwise.pk}")
     assert response.status_code == 404
+
+
+# --- The release, imported as studies ---------------------------------------------------------
+
+
+def test_release_studies_imported_here_give_the_release_files_figures(tmp_path):
+    """Study 1 and Study 2 imported with import_study (annotation app) give, through --study,
+    exactly the tables --release-dir computes from the files themselves."""
+    folder = tmp_path / "human_eval"
+    (folder / "results").mkdir(parents=True)
+    (folder / "pairwise" / "results").mkdir(parents=True)
+    files = {
+        "direct": ("study1_sample_items.sample.json", "study1_ratings.sample.jsonl"),
+        "pairwise": ("pairwise_sample_items.sample.json", "pairwise_ratings.sample.jsonl"),
+    }
+    layout = {
+        "direct": (folder / "sample_items.json", folder / "results" / "A01.jsonl"),
+        "pairwise": (
+            folder / "pairwise" / "sample_items.json",
+            folder / "pairwise" / "results" / "P01.jsonl",
+        ),
+    }
+    imported = {}
+    for kind, (items_name, ratings_name) in files.items():
+        items, ratings = release_file(items_name), release_file(ratings_name)
+        layout[kind][0].symlink_to(items)
+        layout[kind][1].symlink_to(ratings)
+        out = io.StringIO()
+        call_command(
+            "import_study", "--kind", kind, "--items", str(items), str(ratings), stdout=out
+        )
+        imported[kind] = int(out.getvalue().strip().splitlines()[-1])
+    for name, kind in (
+        ("human-agreement", "direct"),
+        ("preference", "pairwise"),
+        ("preference-raters", "pairwise"),
+    ):
+        from_files = selectors.stats_table(name, TableRequest(release_dir=tmp_path))
+        from_study = selectors.stats_table(name, TableRequest(study=imported[kind]))
+        assert from_study.as_json()["rows"] == from_files.as_json()["rows"], name
+        assert from_study.rows
