@@ -229,7 +229,7 @@ VOTE_COLUMNS = (
     _c(
         "item_key",
         "str",
-        "The item's key: unique_id_eval#t<turn>#<model>[#<condition>], the dialogue's "
+        "The item's key: `unique_id_eval#t<turn>#<model>[#<condition>]`, the dialogue's "
         "unique_id_eval (audits) or the release's item_id (imported).",
     ),
     _c("is_gold", "bool", "A gold item (a quality check with an expected answer)."),
@@ -255,8 +255,8 @@ VOTE_COLUMNS = (
     _c(
         "display_order",
         "str",
-        "What was on screen, in order, |-separated: a pair's cases (B|A: Response 1 was Case B); "
-        "an adjudication's judges (Judge A|Judge B).",
+        "What was on screen, in order, separated by |: a pair's cases (B|A: Response 1 was "
+        "Case B); an adjudication's judge handles (Judge A's first).",
     ),
     _c("injected_on_left", "bool", "Pairwise: the rubric-injected reply was Response 1."),
     _c("suggested", "str", "Failure modes: the heuristic's suggested label."),

@@ -7,9 +7,11 @@ import csv
 import io
 import json
 import math
+import re
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -262,3 +264,11 @@ def test_annotators_and_outsiders_cannot_reach_the_exports(
     for user in (pairwise.raters.first().user, outsider):
         assert client_for(user).get(_url(name, "csv")).status_code == 404
         assert client_for(user).get(_url(name, "jsonl", study=pairwise.pk)).status_code == 404
+
+
+def test_every_raw_export_column_is_documented_in_order():
+    docs = (settings.BASE_DIR / "docs" / "exports.md").read_text(encoding="utf-8")
+    for name, export in exports.RAW_EXPORTS.items():
+        section = docs.split(f"## Raw export: `{name}`", 1)[1].split("\n## ", 1)[0]
+        documented = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M)
+        assert documented == export.header, name
