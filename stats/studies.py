@@ -2,7 +2,7 @@
 
 ``stats/release_files.py`` reads the official release's human-eval files into these structures;
 this module reads them from the studies recorded in the Workbench, so a study run here and one
-imported from the release go through the very same computations. Five queries per study (the
+imported from the release go through the very same computations. Four queries per study (the
 study is fetched by the caller), whatever its size; no model instance is built per answer.
 
 What counts (docs/statistics.md, "Studies recorded in the Workbench"):
@@ -177,7 +177,7 @@ def _items(study: Study) -> dict[int, _Item]:
 
 
 def study_data(study: Study) -> StudyData:
-    """Raters, items (with their judge verdict) and live answers of ``study``: 5 queries (its
+    """Raters, items (with their judge verdict) and live answers of ``study``: 4 queries (its
     run and primary judge are expected to be loaded with it)."""
     names, excluded = _rater_names(study)
     answers = [

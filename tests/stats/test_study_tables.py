@@ -15,10 +15,10 @@ from scipy.stats import binomtest
 from statsmodels.stats.inter_rater import fleiss_kappa
 
 from annotation.kinds import AUDIT_CHECK_KEYS, StudyKind
-from annotation.models import StudyItem
+from annotation.models import Study, StudyItem
 from annotation.services.assignments import answer_undo
 from benchmark.models import Condition, ModelEndpoint, TriggerType
-from stats import selectors
+from stats import selectors, studies
 from stats.selectors import StatsInputError, TableRequest
 from stats.tables import SPECS
 from tests.release import release_file
@@ -522,3 +522,13 @@ def test_release_studies_imported_here_give_the_release_files_figures(tmp_path):
         from_study = selectors.stats_table(name, TableRequest(study=imported[kind]))
         assert from_study.as_json()["rows"] == from_files.as_json()["rows"], name
         assert from_study.rows
+
+
+def test_a_study_is_read_in_four_queries_whatever_its_size(
+    pairwise, direct, django_assert_num_queries
+):
+    for study in (pairwise, direct):
+        study = Study.objects.select_related("run__primary_judge").get(pk=study.pk)
+        with django_assert_num_queries(4):  # raters, answers, the judge's verdicts, items
+            data = studies.study_data(study)
+        assert len(data.answers) == (8 if study.kind == StudyKind.PAIRWISE else 12)
