@@ -5,16 +5,20 @@ dialogues, 624 triggers), a finished run of 16 models × 624 triggers judged by 
 judgments, verdicts drawn from each model's ability, the judges agreeing most of the time),
 6 external benchmark scores per model, and a second run of 16 models × 624 triggers × 2
 conditions × 3 samples × 3 judges (179,712 judgments) so the export has ~210,000 rows.
-Human votes have no tables yet (the annotation app, issue #4): 5,000 pairwise votes and 5,000
-direct ratings are generated as the ``stats.interfaces`` structures its selectors will fill.
+Three human studies are written as the annotation app's rows (study, raters, items, one
+assignment and one answer per vote) on the dashboard run, and read back by the same selectors
+as the dashboard's *Study* filter: a pairwise study of 5,000 votes (1,250 pairs × 4 of 40
+raters, one rater excluded), a failure-mode study of 1,079 fails × 2 labels, a direct-rating
+study of 5,000 ratings (1,000 replies × 5 of 60 raters).
 
 Targets (issue #5): every number on the dashboard in ≤ 1 s — the five run panels (leaderboard
 with 1,000-resample CIs, judge agreement, style sensitivity, disclosure distance, benchmark
-correlation: database reads included), the preference table (10,000 item-clustered resamples
-per row) and per-rater table on the 5,000 votes, and the failure-mode table; the raw CSV
-export streamed with peak memory flat in the row count (the full export and a 30,000-row one
-are compared, each in its own process). Human agreement (Study 1's table, not a dashboard
-panel) is timed beside it.
+correlation) and those of the study chosen with them: the pairwise study's (preference, 10,000
+item-clustered resamples per row; per rater; nominal agreement) or the failure-mode study's
+(shares; agreement), database reads included (``dashboard_s``: the slower page;
+``all_panels_s``: every panel together); the raw CSV export streamed with peak memory flat in
+the row count (the full export and a 30,000-row one are compared, each in its own process).
+The direct-rating study's human agreement (Study 1's table) is timed beside it.
 
     python bench/stats.py                    # embedded default (SQLite in a temp folder)
     DATABASE_URL=postgres://…/scratch python bench/stats.py   # a scratch PostgreSQL database
@@ -34,7 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-N_MODELS, N_JUDGES, N_VOTES = 16, 3, 5000
+N_MODELS, N_JUDGES, N_VOTES, N_FAILS = 16, 3, 5000, 1079
 
 
 def _django():
@@ -51,6 +55,7 @@ def _setup(corpus: Path) -> dict:
     import numpy as np
     from django.core.management import call_command
 
+    from annotation.models import Answer, Assignment, Rater, Study, StudyItem
     from benchmark.corpus.importer import corpus_import
     from benchmark.models import (
         Dialogue,
@@ -67,6 +72,8 @@ def _setup(corpus: Path) -> dict:
 
     call_command("migrate", verbosity=0)
     started = time.perf_counter()
+    for model in (Answer, Assignment, StudyItem, Rater, Study):  # they PROTECT the runs
+        model.objects.all().delete()
     Judgment.objects.all().delete()
     EvaluationUnit.objects.all().delete()
     EvaluationRun.objects.all().delete()
@@ -156,7 +163,112 @@ def _setup(corpus: Path) -> dict:
                 batch = []
         Judgment.objects.bulk_create(batch, batch_size=5000)
         total += len(batch)
-    return {"judgments": total, "setup_s": round(time.perf_counter() - started, 1)}
+    votes = _human_studies(EvaluationRun.objects.get(name="bench dashboard run"), rng)
+    return {
+        "judgments": total,
+        "votes": votes,
+        "setup_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def _human_studies(run, rng) -> int:
+    """The three studies of the module docstring, as annotation rows (bulk-written: the
+    services' per-answer locking is what bench/annotation_next.py measures). Returns the
+    number of answers written."""
+    from datetime import UTC, datetime, timedelta
+
+    from annotation.models import (
+        Answer,
+        Assignment,
+        AssignmentState,
+        Rater,
+        Study,
+        StudyItem,
+        StudyStatus,
+    )
+    from stats.interfaces import FAILURE_MODES
+
+    units = list(run.units.order_by("id").values_list("id", "trigger_id"))
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+
+    def study(kind, n_items, n_raters, per_item, prefix, label, display=dict) -> int:
+        created = Study.objects.create(
+            name=f"bench {kind}", kind=kind, status=StudyStatus.CLOSED, overlap=per_item, run=run
+        )
+        raters = Rater.objects.bulk_create(
+            Rater(study=created, external_id=f"{prefix}{r:02d}", excluded=r == 7)
+            for r in range(n_raters)
+        )
+        items = StudyItem.objects.bulk_create(
+            (
+                StudyItem(
+                    study=created,
+                    position=i,
+                    key=f"{kind}-{i}",
+                    # Every 7th reply (7 is prime to the run's 9,984): all models and types.
+                    trigger_id=units[i * 7 % len(units)][1],
+                    unit_id=units[i * 7 % len(units)][0],
+                    required_answers=per_item,
+                    completed_answers=per_item,
+                )
+                for i in range(n_items)
+            ),
+            batch_size=2000,
+        )
+        assignments = Assignment.objects.bulk_create(
+            (
+                Assignment(
+                    item=item,
+                    rater=raters[(i * per_item + j) % n_raters],
+                    state=AssignmentState.DONE,
+                    display=display(),
+                    leased_at=start,
+                    lease_expires_at=start,
+                    completed_at=start,
+                )
+                for i, item in enumerate(items)
+                for j in range(per_item)
+            ),
+            batch_size=2000,
+        )
+        Answer.objects.bulk_create(
+            (
+                Answer(
+                    assignment=assignment,
+                    idempotency_key=f"bench-{created.pk}-{n}",
+                    label=label(),
+                    display=assignment.display,
+                    started_at=start,
+                    submitted_at=start + timedelta(seconds=n),
+                    received_at=start + timedelta(seconds=n),
+                    time_on_item_s=float(rng.integers(15, 600)),
+                )
+                for n, assignment in enumerate(assignments)
+            ),
+            batch_size=2000,
+        )
+        return len(assignments)
+
+    return (
+        study(
+            "pairwise",
+            N_VOTES // 4,
+            40,
+            4,
+            "P",
+            lambda: str(rng.choice(["B", "A", "tie"], p=[0.78, 0.2, 0.02])),
+            lambda: {"order": ["B", "A"] if rng.random() < 0.5 else ["A", "B"]},
+        )
+        + study("failure_mode", N_FAILS, 5, 2, "F", lambda: FAILURE_MODES[rng.integers(0, 5)])
+        + study(
+            "direct_rating",
+            N_VOTES // 5,
+            60,
+            5,
+            "A",
+            lambda: ("FAIL", "PARTIAL", "PASS")[rng.integers(0, 3)],
+        )
+    )
 
 
 def _verdict_probabilities(logit: float) -> list[float]:
@@ -167,82 +279,48 @@ def _verdict_probabilities(logit: float) -> list[float]:
     return [1 - p_pass - p_partial, p_partial, p_pass]
 
 
-def _human_inputs():
-    import numpy as np
-
-    from stats.interfaces import (
-        FAILURE_MODES,
-        INJECTED,
-        TIE,
-        VANILLA,
-        FailureModeLabel,
-        FailureModeLabels,
-        LabelMatrix,
-        PreferenceJudgements,
-        PreferenceRecord,
-        RatedItem,
-        Rating,
-    )
-
-    rng = np.random.default_rng(9)
-    votes = PreferenceJudgements.from_records(
-        PreferenceRecord(
-            item_id=f"item-{i % 1250}",
-            annotator_id=f"P{i % 40:02d}",
-            choice=rng.choice([INJECTED, VANILLA, TIE], p=[0.78, 0.2, 0.02]),
-            injected_on_left=bool(rng.random() < 0.5),
-            seconds=float(rng.integers(15, 600)),
-            vanilla_verdict=("PASS", "PARTIAL", "FAIL")[i % 1250 % 3],
-        )
-        for i in range(N_VOTES)
-    )
-    items = [
-        RatedItem(f"r{i}", ("EMERGENT", "CRITICAL", "RECOVERY")[i % 3], "PASS") for i in range(1000)
-    ]
-    ratings = [
-        Rating(
-            f"r{i % 1000}", f"A{(i * 7) % 60:02d}", ("Fail", "Partial", "Pass")[rng.integers(0, 3)]
-        )
-        for i in range(N_VOTES)
-    ]
-    fails = FailureModeLabels.from_records(
-        FailureModeLabel(f"bench-model-{i % 8:02d}", f"f{i}", FAILURE_MODES[rng.integers(0, 5)])
-        for i in range(1079)
-    )
-    return votes, LabelMatrix.from_records(ratings, items), fails
-
-
 def _dashboard() -> dict:
     """Child process: time every number of the dashboard (warm: imports and the first query
     done once before timing), three times; report the median."""
     _django()
+    from annotation.models import Study
     from benchmark.models import EvaluationRun
-    from stats.compute.failure_modes import failure_mode_table
-    from stats.compute.human import human_agreement_table
-    from stats.compute.preference import preference_by_annotator, preference_table
     from stats.dashboard import dashboard_panels
     from stats.selectors import TableRequest
 
     run = EvaluationRun.objects.get(name="bench dashboard run")
-    votes, ratings, fails = _human_inputs()
+    studies = {s.kind: s for s in Study.objects.all()}
+
+    def panels(request, kind=None) -> dict:
+        out = dashboard_panels(request, study_kind=kind)
+        errors = [p.error for p in out.values() if p.error]
+        assert not errors, errors
+        return out
+
+    def study_page(kind: str) -> dict:
+        return panels(TableRequest(study=studies[kind].pk), kind)
 
     def once() -> dict:
         timings = {}
         started = time.perf_counter()
-        panels = dashboard_panels(TableRequest(run=run))
+        run_panels = panels(TableRequest(run=run))
         timings["run_panels_s"] = time.perf_counter() - started
-        errors = [p.error for p in panels.values() if p.error]
-        assert not errors, errors
         mark = time.perf_counter()
-        preference_table(votes, excluded_annotators=frozenset({"P07"}))
-        preference_by_annotator(votes, excluded_annotators=frozenset({"P07"}))
-        failure_mode_table(fails)
-        timings["preference_s"] = time.perf_counter() - mark
-        timings["dashboard_s"] = time.perf_counter() - started
+        pairwise = study_page("pairwise")
+        timings["pairwise_study_s"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        human_agreement_table(ratings)
+        study_page("failure_mode")
+        timings["failure_mode_study_s"] = time.perf_counter() - mark
+        timings["all_panels_s"] = time.perf_counter() - started
+        # A dashboard page is the run's panels and the chosen study's: the slower of the two.
+        timings["dashboard_s"] = timings["run_panels_s"] + max(
+            timings["pairwise_study_s"], timings["failure_mode_study_s"]
+        )
+        mark = time.perf_counter()
+        study_page("direct_rating")
         timings["human_agreement_s"] = time.perf_counter() - mark
-        timings["leaderboard_rows"] = len(panels["leaderboard"].table.rows)
+        timings["leaderboard_rows"] = len(run_panels["leaderboard"].table.rows)
+        timings["preference_judgements"] = pairwise["preference"].table.rows[0]["n_judgements"]
         return timings
 
     once()
@@ -338,26 +416,31 @@ def main() -> None:
         "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     )
     print(
-        f"\nStatistics benchmark ({database}; {setup['judgments']:,} judgments written in "
-        f"{setup['setup_s']} s)\n"
+        f"\nStatistics benchmark ({database}; {setup['judgments']:,} judgments and "
+        f"{setup['votes']:,} human answers written in {setup['setup_s']} s)\n"
     )
-    print("| dashboard numbers (median of 3, warm) | seconds |\n| --- | ---: |")
+    print("| dashboard numbers (median of 3, warm; queries included) | seconds |\n| --- | ---: |")
     for key, label in (
         (
             "run_panels_s",
             "run panels: leaderboard (64 cells × 1,000 resamples), judge agreement, "
-            "style, disclosure, correlation — queries included",
+            "style, disclosure, correlation",
         ),
         (
-            "preference_s",
-            f"preference on {N_VOTES:,} votes (8 rows × 10,000 resamples), raters, "
-            "failure modes (1,079 fails)",
+            "pairwise_study_s",
+            f"pairwise study, {dashboard['preference_judgements']:,} votes: preference "
+            "(8 rows × 10,000 resamples), per rater, nominal agreement (4 rows)",
         ),
-        ("dashboard_s", "dashboard total"),
+        (
+            "failure_mode_study_s",
+            f"failure-mode study, {N_FAILS:,} fails × 2 labels: shares, agreement",
+        ),
+        ("dashboard_s", "dashboard page: run panels + the slower study's panels"),
+        ("all_panels_s", "every panel above together"),
         (
             "human_agreement_s",
-            f"(Study 1 table, not on the dashboard) human agreement on "
-            f"{N_VOTES:,} ratings: 4 rows, five 10,000-resample CIs each",
+            f"(beside it) direct-rating study, {N_VOTES:,} ratings: human agreement, "
+            "4 rows, five 10,000-resample CIs each",
         ),
     ):
         print(f"| {label} | {dashboard[key]:.3f} |")
@@ -372,7 +455,8 @@ def main() -> None:
     print(
         f"\nRESULT dashboard_s={dashboard['dashboard_s']} export_rows_per_s={full['rows_per_s']} "
         f"export_peak_rss_mb={full['peak_rss_mb']} export_rows={full['rows']} "
-        f"export_rss_growth_mb={growth:.1f} human_agreement_s={dashboard['human_agreement_s']} "
+        f"export_rss_growth_mb={growth:.1f} all_panels_s={dashboard['all_panels_s']} "
+        f"human_agreement_s={dashboard['human_agreement_s']} "
         f"database={database}"
     )
 

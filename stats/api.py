@@ -21,6 +21,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.models import Study
 from annotation.roles import is_staff_like
 from benchmark.models import Condition, EvaluationRun
 from stats import exports, selectors, tables
@@ -68,7 +69,15 @@ class TableQuerySerializer(serializers.Serializer):
         choices=Condition.choices, required=False, default=Condition.VANILLA
     )
     study = serializers.IntegerField(
-        required=False, help_text="Annotation study id (human-study tables)."
+        required=False,
+        help_text="Annotation study id: what the human-study tables read (human-agreement, "
+        "preference, preference-raters, failure-modes).",
+    )
+    include_excluded = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Study tables: count the raters the study excludes (default: left out; the "
+        "preference table shows both).",
     )
     seed = serializers.IntegerField(
         required=False, default=DEFAULT_SEED, help_text="Base seed of the bootstraps."
@@ -82,11 +91,14 @@ class TableQuerySerializer(serializers.Serializer):
                 raise NotFound(f"no run {data['run']}")
         else:
             run = selectors.default_run()
+        if "study" in data and not Study.objects.filter(pk=data["study"]).exists():
+            raise NotFound(f"no study {data['study']}")
         return selectors.TableRequest(
             run=run,
             verdicts=selectors.VerdictSource.parse(data["verdicts"]),
             condition=data["condition"],
             study=data.get("study"),
+            include_excluded=data["include_excluded"],
             seed=data["seed"],
         )
 
@@ -186,7 +198,8 @@ class AnyMediaRenderer(JSONRenderer):
 
 
 class RawExportView(APIView):
-    """A raw export, streamed. ``?run=ID`` limits it to one run."""
+    """A raw export, streamed. ``?run=ID`` limits it to one run, ``?study=ID`` to one study
+    (each export says which of these it understands)."""
 
     permission_classes = [IsStaffLike]
     renderer_classes = [JSONRenderer, AnyMediaRenderer]
@@ -196,7 +209,14 @@ class RawExportView(APIView):
     @extend_schema(
         summary="Raw export, streamed (CSV or JSONL)",
         parameters=[
-            OpenApiParameter("run", OpenApiTypes.INT, description="Only this run."),
+            OpenApiParameter(
+                "run",
+                OpenApiTypes.INT,
+                description="Only this run (judgments; votes of studies drawn from it).",
+            ),
+            OpenApiParameter(
+                "study", OpenApiTypes.INT, description="Only this study (votes, audits)."
+            ),
             OpenApiParameter(
                 "name",
                 OpenApiTypes.STR,
@@ -224,11 +244,15 @@ class RawExportView(APIView):
         if export is None or fmt not in self.content_types:
             raise NotFound(f"no raw export {name}.{fmt}")
         filters = {}
-        if request.query_params.get("run"):
+        for key in ("run", "study"):
+            if not request.query_params.get(key):
+                continue
+            if key not in export.filters:
+                raise ParseError(f"the {name} export cannot be limited by {key}")
             try:
-                filters["run"] = int(request.query_params["run"])
+                filters[key] = int(request.query_params[key])
             except ValueError as exc:
-                raise ParseError("run must be an integer") from exc
+                raise ParseError(f"{key} must be an integer") from exc
         writer = exports.csv_chunks if fmt == "csv" else exports.jsonl_chunks
         chunks = (text.encode("utf-8") for text in writer(export.header, export.rows(filters)))
         response = StreamingHttpResponse(chunks, content_type=self.content_types[fmt])

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from stats import charts, selectors
+from stats import charts, selectors, studies
 from stats.compute.leaderboard import ALL, TYPE_ORDER
 from stats.exports import RAW_EXPORTS
 from stats.interfaces import FAILURE_MODES
@@ -36,6 +36,8 @@ def _query(request: selectors.TableRequest) -> dict:
         query["run"] = request.run.pk
     if request.study is not None:
         query["study"] = request.study
+        if request.include_excluded:
+            query["include_excluded"] = "true"
     return query
 
 
@@ -123,17 +125,24 @@ def preference_chart(table: Table) -> charts.Chart:
     )
 
 
-def dashboard_panels(request: selectors.TableRequest) -> dict[str, Panel]:
-    """Every panel for these filters. The study panels appear only with a study."""
-    names = [
-        "leaderboard",
-        "judge-agreement",
-        "style-sensitivity",
-        "disclosure-distance",
-        "benchmark-correlation",
-    ]
-    if request.study is not None:
-        names += ["human-agreement", "preference", "preference-raters", "failure-modes"]
+RUN_PANELS = (
+    "leaderboard",
+    "judge-agreement",
+    "style-sensitivity",
+    "disclosure-distance",
+    "benchmark-correlation",
+)
+STUDY_PANELS = ("preference", "preference-raters", "failure-modes", "human-agreement")
+
+
+def dashboard_panels(
+    request: selectors.TableRequest, *, study_kind: str | None = None
+) -> dict[str, Panel]:
+    """Every panel for these filters: the run's (when there is a run) and, with a study of
+    ``study_kind``, those of the tables that read its kind."""
+    names = list(RUN_PANELS) if request.run is not None else []
+    if request.study is not None and study_kind is not None:
+        names += [n for n in STUDY_PANELS if n in studies.TABLES_FOR_KIND[study_kind]]
     panels = {name: _panel(name, request) for name in names}
     chart_makers = {
         "leaderboard": leaderboard_charts,
@@ -149,13 +158,24 @@ def dashboard_panels(request: selectors.TableRequest) -> dict[str, Panel]:
 
 
 def raw_export_links(request: selectors.TableRequest) -> list[tuple[str, str, str]]:
-    """(export name, CSV url, JSONL url) for the selected run."""
-    query = f"?{urlencode({'run': request.run.pk})}" if request.run is not None else ""
-    return [
-        (
-            name,
-            reverse("stats_api:raw-export", args=[name, "csv"]) + query,
-            reverse("stats_api:raw-export", args=[name, "jsonl"]) + query,
+    """(what, CSV url, JSONL url) per raw export: limited to the selected study where the export
+    reads studies, else to the selected run where it reads runs, else everything."""
+    links = []
+    for name, export in RAW_EXPORTS.items():
+        if "study" in export.filters and request.study is not None:
+            query, what = {"study": request.study}, f"{name.title()} of study {request.study}"
+        elif "study" in export.filters:
+            query, what = {}, f"{name.title()} of every study"
+        elif request.run is not None:
+            query, what = {"run": request.run.pk}, f"{name.title()} of run {request.run.pk}"
+        else:
+            query, what = {}, name.title()
+        suffix = f"?{urlencode(query)}" if query else ""
+        links.append(
+            (
+                what,
+                reverse("stats_api:raw-export", args=[name, "csv"]) + suffix,
+                reverse("stats_api:raw-export", args=[name, "jsonl"]) + suffix,
+            )
         )
-        for name in RAW_EXPORTS
-    ]
+    return links

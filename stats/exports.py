@@ -1,5 +1,5 @@
-"""CSV and JSONL writing, and the raw exports (every judgment; votes and audits once the
-annotation app registers them).
+"""CSV and JSONL writing, and the raw exports: every judgment, every vote (an answer in any
+human study) and every dialogue audit with its checklist.
 
 CSV is RFC 4180: UTF-8 without a byte-order mark, a header row, CRLF line ends, fields quoted
 when they hold a comma, a quote or a line break (quotes doubled). Values: integers as digits,
@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from annotation.kinds import AUDIT_CHECK_KEYS, StudyKind
+from annotation.models import Answer, RetractionReason
 from benchmark.models import Judgment
 from stats.tables import Column, Table
 
@@ -106,12 +108,14 @@ def table_csv(table: Table) -> str:
 @dataclass(frozen=True)
 class RawExport:
     """A raw export: its columns (stable names, documented in docs/exports.md) and a function
-    that yields one tuple per row, in column order, from ``filters`` (e.g. ``{"run": 3}``)."""
+    that yields one tuple per row, in column order, from ``filters`` (e.g. ``{"run": 3}``), whose
+    keys are among ``filters`` (the query parameters it understands)."""
 
     name: str
     description: str
     columns: tuple[Column, ...]
     rows: Callable[[dict[str, Any]], Iterator[tuple]]
+    filters: tuple[str, ...] = ("run",)
 
     @property
     def header(self) -> list[str]:
@@ -122,10 +126,10 @@ RAW_EXPORTS: dict[str, RawExport] = {}
 
 
 def register_raw_export(export: RawExport) -> None:
-    """The hook for more raw exports. The annotation app registers ``votes`` (every pairwise
-    judgement and direct rating) and ``audits`` (every dialogue audit answer) from its
-    ``AppConfig.ready`` with their own columns; the API, the dashboard's links and
-    docs/exports.md pick them up from here."""
+    """Add a raw export; the API and the dashboard's links pick it up from here (its columns
+    belong in docs/exports.md). ``judgments``, ``votes`` and ``audits`` are registered below:
+    the annotation app's exports live on this side because the statistics app may read the
+    annotation app, never the other way round."""
     if export.name in RAW_EXPORTS:
         raise ValueError(f"raw export {export.name!r} is already registered")
     RAW_EXPORTS[export.name] = export
@@ -204,5 +208,228 @@ register_raw_export(
         description="Every judgment: one row per judge per reply, with the reply's context.",
         columns=JUDGMENT_COLUMNS,
         rows=judgment_rows,
+    )
+)
+
+
+# --- Votes and audits (the annotation app's answers) ------------------------------------------
+
+VOTE_COLUMNS = (
+    _c("answer_id", "int", "The answer's id."),
+    _c("study_id", "int", "The study."),
+    _c("study_name", "str", "The study's name."),
+    _c(
+        "study_kind",
+        "str",
+        "pairwise, dialogue_audit, adjudication, direct_rating or failure_mode.",
+    ),
+    _c("study_source", "str", "created (in the Workbench) or imported (from the release)."),
+    _c("run_id", "int", "The run the study's items come from; empty for audits and imports."),
+    _c("item_id", "int", "The study item."),
+    _c(
+        "item_key",
+        "str",
+        "The item's key: `unique_id_eval#t<turn>#<model>[#<condition>]`, the dialogue's "
+        "unique_id_eval (audits) or the release's item_id (imported).",
+    ),
+    _c("is_gold", "bool", "A gold item (a quality check with an expected answer)."),
+    _c("expected", "str", "Gold items: the expected label."),
+    _c("dialogue", "str", "The dialogue's unique_id_eval, where known."),
+    _c("turn", "int", "The trigger turn (1-based)."),
+    _c("trigger_type", "str", "EMERGENT, CRITICAL or RECOVERY."),
+    _c("model", "str", "The rated reply's model (endpoint handle)."),
+    _c("unit_id", "int", "The rated reply; for a pair, Case A (the vanilla reply)."),
+    _c("unit_b_id", "int", "Pairwise: Case B (the rubric-injected reply)."),
+    _c("condition", "str", "The rated reply's condition; for a pair, vanilla (Case A)."),
+    _c("rater_id", "int", "The rater: one per person per study."),
+    _c("annotator", "str", "The rater's username, or the release's annotator_id."),
+    _c("rater_excluded", "bool", "The study excludes this rater from statistics (now)."),
+    _c("role", "str", "annotate, or adjudicate (the third auditor of a split audit)."),
+    _c(
+        "label",
+        "str",
+        "The answer, normalised: pairwise A (vanilla) / B (rubric-injected) / tie, de-swapped; "
+        "audits pass / fail; verdicts PASS / PARTIAL / FAIL; a failure mode's name.",
+    ),
+    _c("position_chosen", "str", "Pairwise: the screen position chosen, 1, 2 or tie."),
+    _c(
+        "display_order",
+        "str",
+        "What was on screen, in order, separated by |: a pair's cases (B|A: Response 1 was "
+        "Case B); an adjudication's judge handles (Judge A's first).",
+    ),
+    _c("injected_on_left", "bool", "Pairwise: the rubric-injected reply was Response 1."),
+    _c("suggested", "str", "Failure modes: the heuristic's suggested label."),
+    _c("suggestion_changed", "bool", "Failure modes: the annotator changed the suggestion."),
+    _c("confidence", "int", "Confidence 1-5, where asked."),
+    _c("note", "str", "The reason, rationale or note."),
+    _c("time_on_item_s", "float", "Seconds on the item."),
+    _c("started_at", "str", "When the item was put on screen (ISO 8601, UTC)."),
+    _c("submitted_at", "str", "When the answer was submitted."),
+    _c("received_at", "str", "When the server got it (imported: as recorded)."),
+    _c("retracted", "bool", "Withdrawn (see retraction_reason): it counts in no statistic."),
+    _c(
+        "retraction_reason",
+        "str",
+        "undo; lapsed (arrived after the item went to someone else); superseded (imported: "
+        "a later rating replaced it).",
+    ),
+    _c("retracted_at", "str", "When it was withdrawn."),
+    _c("late", "bool", "Arrived after the item went to someone else (retraction_reason lapsed)."),
+)
+
+
+def _answers(filters: dict[str, Any]):
+    queryset = Answer.objects.order_by("id")
+    if filters.get("run") is not None:
+        queryset = queryset.filter(assignment__item__study__run_id=filters["run"])
+    if filters.get("study") is not None:
+        queryset = queryset.filter(assignment__item__study_id=filters["study"])
+    return queryset
+
+
+def _retraction(retracted_at, reason: str) -> tuple:
+    return (retracted_at is not None, reason, retracted_at, reason == RetractionReason.LAPSED)
+
+
+def vote_rows(filters: dict[str, Any]) -> Iterator[tuple]:
+    values = _answers(filters).values_list(
+        "id",
+        "assignment__item__study_id",
+        "assignment__item__study__name",
+        "assignment__item__study__kind",
+        "assignment__item__study__source",
+        "assignment__item__study__run_id",
+        "assignment__item_id",
+        "assignment__item__key",
+        "assignment__item__is_gold",
+        "assignment__item__expected",
+        "assignment__item__dialogue__unique_id_eval",
+        "assignment__item__trigger__turn__index",
+        "assignment__item__trigger__type",
+        "assignment__item__unit__endpoint__name",
+        "assignment__item__unit_id",
+        "assignment__item__unit_b_id",
+        "assignment__item__unit__condition",
+        "assignment__rater_id",
+        "assignment__rater__user__username",
+        "assignment__rater__external_id",
+        "assignment__rater__excluded",
+        "assignment__role",
+        "label",
+        "details",
+        "display",
+        "confidence",
+        "note",
+        "time_on_item_s",
+        "started_at",
+        "submitted_at",
+        "received_at",
+        "retracted_at",
+        "retraction_reason",
+    )
+    for row in values.iterator(chunk_size=DB_CHUNK):
+        kind, details, display = row[3], row[23] or {}, row[24] or {}
+        order = display.get("order") or []
+        pairwise, failure_mode = kind == StudyKind.PAIRWISE, kind == StudyKind.FAILURE_MODE
+        yield (
+            *row[:18],
+            row[18] or row[19],  # the username, or the release's annotator_id
+            *row[20:23],
+            details.get("choice", "") if pairwise else "",
+            "|".join(order),
+            (bool(order) and order[0] == "B") if pairwise else None,
+            (details.get("suggested") or "") if failure_mode else "",
+            details.get("changed") if failure_mode else None,
+            *row[25:31],
+            *_retraction(row[31], row[32]),
+        )
+
+
+AUDIT_COLUMNS = (
+    _c("answer_id", "int", "The answer's id."),
+    _c("study_id", "int", "The audit study."),
+    _c("study_name", "str", "The study's name."),
+    _c("item_id", "int", "The study item."),
+    _c("dialogue", "str", "The dialogue's unique_id_eval."),
+    _c("rater_id", "int", "The rater: one per person per study."),
+    _c("annotator", "str", "The auditor's username."),
+    _c("rater_excluded", "bool", "The study excludes this rater from statistics (now)."),
+    _c("role", "str", "annotate (one of the two auditors) or adjudicate (the third, on a split)."),
+    _c("decision", "str", "The overall decision: pass or fail."),
+    _c("note", "str", "The overall note."),
+    *(
+        column
+        for key in AUDIT_CHECK_KEYS
+        for column in (
+            _c(f"{key}_ok", "bool", f"Checklist {key}: yes (true) or no (false)."),
+            _c(f"{key}_note", "str", f"Checklist {key}: the note."),
+        )
+    ),
+    _c("item_outcome", "str", "The dialogue's audit outcome now: pass, fail, or empty (open)."),
+    _c("dialogue_status", "str", "The dialogue's status now: in_audit, accepted, rejected, ..."),
+    _c("time_on_item_s", "float", "Seconds on the item."),
+    _c("started_at", "str", "When the dialogue was put on screen (ISO 8601, UTC)."),
+    _c("submitted_at", "str", "When the answer was submitted."),
+    _c("received_at", "str", "When the server got it."),
+    _c("retracted", "bool", "Withdrawn (see retraction_reason): it decides nothing."),
+    _c("retraction_reason", "str", "undo, or lapsed (arrived after the item went to another)."),
+    _c("retracted_at", "str", "When it was withdrawn."),
+    _c("late", "bool", "Arrived after the item went to someone else (retraction_reason lapsed)."),
+)
+
+
+def audit_rows(filters: dict[str, Any]) -> Iterator[tuple]:
+    values = (
+        _answers(filters)
+        .filter(assignment__item__study__kind=StudyKind.DIALOGUE_AUDIT)
+        .values_list(
+            "id",
+            "assignment__item__study_id",
+            "assignment__item__study__name",
+            "assignment__item_id",
+            "assignment__item__dialogue__unique_id_eval",
+            "assignment__rater_id",
+            "assignment__rater__user__username",
+            "assignment__rater__excluded",
+            "assignment__role",
+            "label",
+            "note",
+            "details",
+            "assignment__item__outcome",
+            "assignment__item__dialogue__status",
+            "time_on_item_s",
+            "started_at",
+            "submitted_at",
+            "received_at",
+            "retracted_at",
+            "retraction_reason",
+        )
+    )
+    for row in values.iterator(chunk_size=DB_CHUNK):
+        checks = (row[11] or {}).get("checks") or {}
+        checklist = []
+        for key in AUDIT_CHECK_KEYS:
+            check = checks.get(key) or {}
+            checklist += [check.get("ok"), check.get("note", "")]
+        yield (*row[:11], *checklist, *row[12:18], *_retraction(row[18], row[19]))
+
+
+register_raw_export(
+    RawExport(
+        name="votes",
+        description="Every answer in every human study, retracted and late ones flagged.",
+        columns=VOTE_COLUMNS,
+        rows=vote_rows,
+        filters=("run", "study"),
+    )
+)
+register_raw_export(
+    RawExport(
+        name="audits",
+        description="Every dialogue audit answer with its checklist.",
+        columns=AUDIT_COLUMNS,
+        rows=audit_rows,
+        filters=("study",),
     )
 )

@@ -1,12 +1,19 @@
 from django import forms
 
+from annotation.models import Study
 from benchmark.models import Condition, EvaluationRun
 from stats import selectors
 
 
+class StudyChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Study) -> str:
+        return f"{obj.pk} · {obj.name} ({obj.get_kind_display().lower()})"
+
+
 class DashboardFilterForm(forms.Form):
     """The dashboard's filters. Unbound or invalid values fall back to the defaults: the newest
-    finished run, its primary judge, vanilla replies."""
+    finished run, its primary judge, vanilla replies, no study (a study adds the panels of the
+    tables that read its kind)."""
 
     run = forms.ModelChoiceField(
         queryset=EvaluationRun.objects.order_by("-created_at", "-pk"),
@@ -15,10 +22,17 @@ class DashboardFilterForm(forms.Form):
     )
     verdicts = forms.ChoiceField(required=False, label="Verdicts")
     condition = forms.ChoiceField(choices=Condition.choices, required=False)
+    study = StudyChoiceField(
+        queryset=Study.objects.order_by("-created_at", "-pk"),
+        required=False,
+        empty_label="No study",
+    )
+    include_excluded = forms.BooleanField(required=False, label="Count excluded raters")
 
     def __init__(self, data=None, **kwargs):
         super().__init__(data, **kwargs)
         self.selected_run = self._selected_run(data)
+        self.selected_study = self._selected_study(data)
         judges = selectors.run_judge_names(self.selected_run) if self.selected_run else []
         self.fields["verdicts"].choices = [
             ("primary", "Primary judge"),
@@ -36,12 +50,20 @@ class DashboardFilterForm(forms.Form):
                 return run
         return selectors.default_run()
 
+    def _selected_study(self, data) -> Study | None:
+        study_id = (data or {}).get("study")
+        if study_id and str(study_id).isdigit():
+            return Study.objects.filter(pk=int(study_id)).first()
+        return None
+
     def to_request(self) -> selectors.TableRequest:
         cleaned = self.cleaned_data if self.is_bound and self.is_valid() else {}
         return selectors.TableRequest(
             run=self.selected_run,
             verdicts=selectors.VerdictSource.parse(cleaned.get("verdicts") or "primary"),
             condition=cleaned.get("condition") or Condition.VANILLA,
+            study=self.selected_study.pk if self.selected_study else None,
+            include_excluded=bool(cleaned.get("include_excluded")),
         )
 
 

@@ -1,13 +1,13 @@
 """The inputs of the annotation-based statistics, as plain data (no ORM).
 
-The human studies' answers live in the annotation app. Its selectors fill these structures —
-one per table — and hand them to the pure functions in ``stats.compute``; so do the loaders of
-the official release's human-eval files (``stats/release_files.py``). Keeping the layout here,
-small and explicit, is what lets both sources share every computation.
+The human studies' answers live in the annotation app. ``stats/studies.py`` reads them into
+these structures — one per table — for the pure functions in ``stats.compute``; so do the
+loaders of the official release's human-eval files (``stats/release_files.py``). Keeping the
+layout here, small and explicit, is what lets both sources share every computation.
 
-- ``LabelMatrix`` — direct ratings (Study 1, and any study where several people label the same
-  items): items × raters label codes, the item's group (trigger type), the judge's label and an
-  optional gold label.
+- ``LabelMatrix`` — labels (Study 1's direct ratings, and any study where several people label
+  the same items): items × raters label codes, the item's group (trigger type), the judge's
+  label and an optional gold label.
 - ``PreferenceJudgements`` — pairwise judgements (Study 2): one entry per judgement.
 - ``FailureModeLabels`` — one failure-mode category per failed reply.
 """

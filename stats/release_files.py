@@ -1,8 +1,8 @@
 """The official release's human-eval files, read straight into the statistics' inputs.
 
-Until studies are run here, these files are the only human data there is; reading them into the
-same structures the annotation app will fill (``stats.interfaces``) lets every Study 1 / Study 2
-figure of the source be recomputed from its raw files — ``export_stats human-agreement
+Reading them into the same structures as the studies recorded in the Workbench
+(``stats.interfaces``, filled by ``stats/studies.py``) lets every Study 1 / Study 2 figure of the
+source be recomputed from its raw files — ``export_stats human-agreement
 --release-dir DIR`` and ``export_stats preference --release-dir DIR`` (see
 docs/reproducing-proactbench.md). Formats: ../shared/formats/proactbench-release/README.md.
 

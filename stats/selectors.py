@@ -5,10 +5,10 @@ The verdict source is chosen per request (``VerdictSource``): the run's primary 
 judge, or *adjudicated* — a person's final verdict (``JudgeDisagreement.final_verdict``) where
 the annotation app recorded one, the primary judge's verdict everywhere else.
 
-The human-study tables read ``stats.interfaces`` structures. Their source today is the
-official release's files (``stats.release_files``); the annotation app fills the same
-structures from its own models through ``study_label_matrix`` / ``study_preference`` /
-``study_failure_modes`` below once it has studies (issue #4).
+The human-study tables read ``stats.interfaces`` structures, from one of two sources: a study
+recorded in the Workbench (``study_label_matrix`` / ``study_preference`` /
+``study_failure_modes`` below, reading the annotation app's answers through ``stats.studies``)
+or the official release's human-eval files (``stats.release_files``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Literal
 
 import numpy as np
 
+from annotation.kinds import StudyKind
+from annotation.models import Study
 from benchmark.models import (
     Anchor,
     Condition,
@@ -32,7 +34,7 @@ from benchmark.models import (
     Trigger,
     TriggerType,
 )
-from stats import release_files, tables
+from stats import release_files, studies, tables
 from stats.compute import agreement
 from stats.compute.correlation import benchmark_correlations
 from stats.compute.disclosure import disclosure_distance_table
@@ -82,17 +84,19 @@ class TableRequest:
     verdicts: VerdictSource = VerdictSource("primary")
     condition: str = Condition.VANILLA
     study: int | None = None
+    include_excluded: bool = False  # count the raters a study excludes (study tables)
     release_dir: Path | None = None
     seed: int = DEFAULT_SEED
-    # The run's replies, fetched once however many tables of one request need them.
-    replies_cache: dict = field(default_factory=dict, compare=False, repr=False)
+    # What the tables of one request share (the run's replies; the study and its answers),
+    # fetched once however many of them are drawn.
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def params(self) -> dict:
         out: dict = {"seed": self.seed}
         if self.run is not None:
             out.update(run=self.run.pk, verdicts=self.verdicts.label, condition=str(self.condition))
         if self.study is not None:
-            out["study"] = self.study
+            out.update(study=self.study, include_excluded=self.include_excluded)
         if self.release_dir is not None:
             out["release_dir"] = str(self.release_dir)
         return out
@@ -217,11 +221,11 @@ def _require_run(request: TableRequest) -> EvaluationRun:
 
 
 def _replies(request: TableRequest) -> RunReplies:
-    if "replies" not in request.replies_cache:
-        request.replies_cache["replies"] = run_replies(
+    if "replies" not in request.cache:
+        request.cache["replies"] = run_replies(
             run=_require_run(request), verdicts=request.verdicts, condition=request.condition
         )
-    return request.replies_cache["replies"]
+    return request.cache["replies"]
 
 
 # --- Run tables -------------------------------------------------------------------------------
@@ -455,73 +459,130 @@ def benchmark_correlation_table(request: TableRequest, metric: str = "weighted")
 
 # --- Study tables -----------------------------------------------------------------------------
 
-NO_ANNOTATION_DATA = (
-    "no annotation data exists yet: the annotation app has no studies to read (issue #4); "
-    "to reproduce the source's human studies, pass the release's folder (--release-dir / "
-    "release_dir)"
+NO_STUDY = (
+    "the {table} table reads a human study: choose one (study=ID / --study ID; staff see every "
+    "study at /annotate/studies/), or pass the official release's folder (release_dir / "
+    "--release-dir) for its Study 1 and Study 2"
 )
 
 
-def study_label_matrix(*, study_id: int) -> LabelMatrix:
-    """Direct ratings of one study, as a ``LabelMatrix``. Hook for the annotation app: build it
-    with ``LabelMatrix.from_records`` from its ratings (item id, rater id, label) and items
-    (item id, trigger type, the judge's verdict, gold label if any)."""
-    raise StatsInputError(NO_ANNOTATION_DATA)
+def study_for_table(*, study_id: int, table: str, cache: dict | None = None) -> Study:
+    """The study, with its run and primary judge, checked to be of a kind ``table`` reads."""
+    cache = {} if cache is None else cache
+    if cache.get("study") is None or cache["study"].pk != study_id:
+        cache.clear()  # a cache belongs to one study
+        cache["study"] = (
+            Study.objects.select_related("run__primary_judge").filter(pk=study_id).first()
+        )
+    study = cache["study"]
+    if study is None:
+        raise StatsInputError(f"no study {study_id}")
+    if table not in studies.TABLES_FOR_KIND[study.kind]:
+        readers = [
+            StudyKind(kind).label.lower()
+            for kind, names in studies.TABLES_FOR_KIND.items()
+            if table in names
+        ]
+        raise StatsInputError(
+            f"study {study_id} is a {study.get_kind_display().lower()} study: the {table} table "
+            f"reads {' or '.join(readers)} studies"
+        )
+    return study
 
 
-def study_preference(*, study_id: int) -> tuple[PreferenceJudgements, frozenset[str]]:
-    """Pairwise judgements of one study and the raters it excluded. Hook for the annotation app:
-    ``PreferenceJudgements.from_records`` of ``PreferenceRecord``s (item id, annotator, de-swapped
-    choice injected/vanilla/tie, injected-on-left flag, seconds spent, the vanilla reply's judge
-    verdict)."""
-    raise StatsInputError(NO_ANNOTATION_DATA)
+def _study_data(*, study_id: int, table: str, cache: dict | None) -> studies.StudyData:
+    cache = {} if cache is None else cache
+    study = study_for_table(study_id=study_id, table=table, cache=cache)
+    if "answers" not in cache:
+        cache["answers"] = studies.study_data(study)
+    return cache["answers"]
 
 
-def study_failure_modes(*, study_id: int) -> FailureModeLabels:
-    """Failure-mode labels of one study, one per failed reply. Hook for the annotation app:
-    ``FailureModeLabels.from_records`` of ``FailureModeLabel``s (model, item id, category)."""
-    raise StatsInputError(NO_ANNOTATION_DATA)
+def study_label_matrix(
+    *, study_id: int, include_excluded: bool = False, cache: dict | None = None
+) -> tuple[LabelMatrix, list[str]]:
+    """Every live label of one study (any kind) as a ``LabelMatrix``, and notes for the table.
+    Raters the study excludes are left out unless ``include_excluded``. ``cache``: a dict the
+    tables of one request share (the study and its answers are then read once)."""
+    data = _study_data(study_id=study_id, table="human-agreement", cache=cache)
+    return studies.label_matrix(data, include_excluded=include_excluded)
 
 
-def _label_matrix(request: TableRequest) -> LabelMatrix:
+def study_preference(
+    *, study_id: int, cache: dict | None = None
+) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
+    """A pairwise study's live judgements (de-swapped), the raters it excludes, and notes."""
+    return studies.preference_judgements(
+        _study_data(study_id=study_id, table="preference", cache=cache)
+    )
+
+
+def study_failure_modes(
+    *, study_id: int, include_excluded: bool = False, cache: dict | None = None
+) -> tuple[FailureModeLabels, list[str]]:
+    """A failure-mode study's labels, one per labelled reply (its annotators' majority), and
+    notes. Raters the study excludes are left out unless ``include_excluded``."""
+    data = _study_data(study_id=study_id, table="failure-modes", cache=cache)
+    return studies.failure_mode_labels(data, include_excluded=include_excluded)
+
+
+def _label_matrix(request: TableRequest) -> tuple[LabelMatrix, list[str]]:
     if request.release_dir is not None:
-        return release_files.study1_from_release(request.release_dir)
+        return release_files.study1_from_release(request.release_dir), []
     if request.study is not None:
-        return study_label_matrix(study_id=request.study)
-    raise StatsInputError(NO_ANNOTATION_DATA)
+        return study_label_matrix(
+            study_id=request.study,
+            include_excluded=request.include_excluded,
+            cache=request.cache.setdefault("study", {}),
+        )
+    raise StatsInputError(NO_STUDY.format(table="human-agreement"))
 
 
-def _preference(request: TableRequest) -> tuple[PreferenceJudgements, frozenset[str]]:
+def _preference(
+    request: TableRequest, table: str
+) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
     if request.release_dir is not None:
-        return release_files.pairwise_from_release(request.release_dir), frozenset()
+        return release_files.pairwise_from_release(request.release_dir), frozenset(), []
     if request.study is not None:
-        return study_preference(study_id=request.study)
-    raise StatsInputError(NO_ANNOTATION_DATA)
+        return study_preference(study_id=request.study, cache=request.cache.setdefault("study", {}))
+    raise StatsInputError(NO_STUDY.format(table=table))
 
 
 def human_agreement_table_for(request: TableRequest) -> tables.Table:
-    matrix = _label_matrix(request)
+    matrix, notes = _label_matrix(request)
     rows = human_agreement_table(matrix, seed=request.seed)
-    return _table("human-agreement", request, tables.human_agreement_rows(rows, matrix.categories))
+    return _table(
+        "human-agreement", request, tables.human_agreement_rows(rows, matrix.categories), notes
+    )
 
 
 def preference_table_for(request: TableRequest) -> tables.Table:
-    judgements, excluded = _preference(request)
+    judgements, excluded, notes = _preference(request, "preference")
     rows = preference_table(judgements, excluded_annotators=excluded, seed=request.seed)
-    return _table("preference", request, tables.preference_rows(rows))
+    return _table("preference", request, tables.preference_rows(rows), notes)
 
 
 def preference_raters_table(request: TableRequest) -> tables.Table:
-    judgements, excluded = _preference(request)
+    judgements, excluded, notes = _preference(request, "preference-raters")
     rows = preference_by_annotator(judgements, excluded_annotators=excluded)
-    return _table("preference-raters", request, tables.preference_rater_rows(rows))
+    return _table("preference-raters", request, tables.preference_rater_rows(rows), notes)
 
 
 def failure_modes_table_for(request: TableRequest) -> tables.Table:
     if request.study is None:
-        raise StatsInputError(NO_ANNOTATION_DATA)
-    labels = study_failure_modes(study_id=request.study)
-    return _table("failure-modes", request, tables.failure_mode_rows(failure_mode_table(labels)))
+        raise StatsInputError(
+            "the release publishes no per-reply failure-mode labels"
+            if request.release_dir is not None
+            else NO_STUDY.format(table="failure-modes")
+        )
+    labels, notes = study_failure_modes(
+        study_id=request.study,
+        include_excluded=request.include_excluded,
+        cache=request.cache.setdefault("study", {}),
+    )
+    return _table(
+        "failure-modes", request, tables.failure_mode_rows(failure_mode_table(labels)), notes
+    )
 
 
 # --- Dispatch ---------------------------------------------------------------------------------

@@ -550,8 +550,9 @@ SPECS = {
             "Human agreement",
             HUMAN_AGREEMENT,
             "study",
-            "Direct ratings: alpha (ordinal, nominal), Fleiss' kappa, gold accuracy, majority "
-            "label vs judge (kappa, confusion matrix), per trigger type.",
+            "A study's labels (any kind; Study 1's direct ratings): alpha (ordinal, nominal), "
+            "Fleiss' kappa, gold accuracy, majority label vs judge (kappa, confusion matrix), "
+            "per trigger type.",
         ),
         TableSpec(
             "preference",

@@ -16,10 +16,14 @@ from stats.services import ScoresImportError, benchmark_scores_import
 def dashboard(request: HttpRequest) -> HttpResponse:
     form = DashboardFilterForm(request.GET or None)
     table_request = form.to_request()
+    study = form.selected_study
     context = {
         "form": form,
         "run": table_request.run,
-        "panels": dashboard_panels.dashboard_panels(table_request),
+        "study": study,
+        "panels": dashboard_panels.dashboard_panels(
+            table_request, study_kind=study.kind if study else None
+        ),
         "raw_exports": dashboard_panels.raw_export_links(table_request),
     }
     template = "stats/dashboard.html"

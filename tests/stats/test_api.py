@@ -16,7 +16,6 @@ from stats.exports import JUDGMENT_COLUMNS
 from stats.tables import SPECS
 
 RUN_TABLES = [name for name, spec in SPECS.items() if spec.source == "run"]
-STUDY_TABLES = [name for name, spec in SPECS.items() if spec.source == "study"]
 
 
 def _url(name, **query):
@@ -114,17 +113,6 @@ def test_verdict_source_and_condition_filters(demo_run, client_for, researcher):
     assert client.get(_url("leaderboard", condition="both")).status_code == 400
 
 
-@pytest.mark.parametrize("name", STUDY_TABLES)
-def test_study_tables_explain_that_there_is_no_annotation_data(
-    demo_run, client_for, researcher, name
-):
-    response = client_for(researcher).get(_url(name, study=1))
-    assert response.status_code == 400
-    assert "no annotation data exists yet" in response.json()["detail"]
-    as_csv = client_for(researcher).get(_url(name, study=1, format="csv"))
-    assert as_csv.status_code == 400 and as_csv.content.startswith(b"detail\r\n")
-
-
 def test_schema_documents_every_table_and_the_docs_load_nothing_from_outside(
     db, client_for, researcher
 ):
@@ -215,7 +203,7 @@ def test_adjudicated_verdict_appears_in_the_export(demo_run, client_for, researc
 
 def test_unknown_export_or_format_is_404(demo_run, client_for, researcher):
     client = client_for(researcher)
-    assert client.get(reverse("stats_api:raw-export", args=["votes", "csv"])).status_code == 404
+    assert client.get(reverse("stats_api:raw-export", args=["nothing", "csv"])).status_code == 404
     assert (
         client.get(reverse("stats_api:raw-export", args=["judgments", "xlsx"])).status_code == 404
     )

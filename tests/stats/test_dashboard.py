@@ -2,15 +2,32 @@ import io
 import re
 
 import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.urls import reverse
 
+from annotation.kinds import AUDIT_CHECK_KEYS, StudyKind
+from annotation.models import Study
+from annotation.services.assignments import assignment_next
+from benchmark.corpus.importer import corpus_import
+from benchmark.models import TriggerType
 from stats import charts
 from stats.dashboard import failure_mode_chart, preference_chart
 from stats.interfaces import FAILURE_MODES
 from stats.models import ExternalBenchmarkScore
 from stats.tables import Table
+from tests.factories import jsonl_bytes, records_for, stream
+from tests.stats.conftest import answer_next, create_study, exclude, rater_of
 
 DASHBOARD = reverse("stats:dashboard")
+RUN_SECTIONS = (
+    "leaderboard",
+    "judge-agreement",
+    "style-sensitivity",
+    "disclosure-distance",
+    "benchmark-correlation",
+    "raw-exports",
+)
 UPLOAD = reverse("stats:benchmark_scores")
 
 
@@ -18,14 +35,7 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     response = client_for(researcher).get(DASHBOARD)
     assert response.status_code == 200
     html = response.content.decode()
-    for section in (
-        "leaderboard",
-        "judge-agreement",
-        "style-sensitivity",
-        "disclosure-distance",
-        "benchmark-correlation",
-        "raw-exports",
-    ):
+    for section in RUN_SECTIONS:
         assert f'id="{section}"' in html
     assert html.count("<svg") == 4  # pass rate, weighted, phases, style scatter
     assert "Atlas Large (demo)" in html
@@ -160,3 +170,112 @@ def test_chart_labels_are_escaped(demo_run, client_for, researcher):
     ModelEndpoint.objects.filter(name="demo-atlas-large").update(display_name="<b>Atlas</b>")
     html = client_for(researcher).get(DASHBOARD).content.decode()
     assert "<b>Atlas</b>" not in html and "&lt;b&gt;Atlas&lt;/b&gt;" in html
+
+
+# --- With a human study -----------------------------------------------------------------------
+
+AUDIT_YES = {f"check_{key}": "yes" for key in AUDIT_CHECK_KEYS}
+DEMO_ANSWERS = {
+    StudyKind.PAIRWISE: lambda n: {"choice": ("1", "2", "tie")[n % 3], "confidence": 3},
+    StudyKind.DIRECT_RATING: lambda n: {
+        "verdict": ("PASS", "FAIL")[n % 2],
+        "confidence": 4,
+        "note": "Against the rubric.",
+    },
+    StudyKind.ADJUDICATION: lambda n: {"verdict": ("PARTIAL", "FAIL")[n % 2]},
+    StudyKind.FAILURE_MODE: lambda n: {"label": ("generic_closing", "other")[n % 2], "note": "x"},
+    StudyKind.DIALOGUE_AUDIT: lambda n: {**AUDIT_YES, "decision": "pass"},
+}
+STUDY_SECTIONS = {
+    StudyKind.PAIRWISE: {"preference", "preference-raters", "human-agreement"},
+    StudyKind.DIRECT_RATING: {"human-agreement"},
+    StudyKind.ADJUDICATION: {"human-agreement"},
+    StudyKind.FAILURE_MODE: {"failure-modes", "human-agreement"},
+    StudyKind.DIALOGUE_AUDIT: {"human-agreement"},
+}
+
+
+def _sections(html: str) -> set[str]:
+    return set(re.findall(r'<section class="card" id="([a-z-]+)"', html))
+
+
+def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_for, researcher):
+    """The demo's five studies (load_demo): empty, then with a few answers from both demo
+    annotators through the annotation services; every panel renders, without an error."""
+    call_command("load_demo", stdout=io.StringIO())
+    client = client_for(researcher)
+    studies = list(Study.objects.order_by("pk"))
+    assert {s.kind for s in studies} == set(StudyKind.values)
+    for study in studies:
+        html = client.get(DASHBOARD, {"study": study.pk}).content.decode()
+        assert _sections(html) >= STUDY_SECTIONS[study.kind] | {"leaderboard", "raw-exports"}
+    for study in studies:
+        for user in ("annotator1", "annotator2"):
+            rater = rater_of(study, User.objects.get(username=user))
+            for n in range(3):
+                if assignment_next(rater=rater) is None:
+                    break
+                answer_next(rater, lambda a, n=n, kind=study.kind: DEMO_ANSWERS[kind](n))
+    for study in studies:
+        response = client.get(DASHBOARD, {"study": study.pk})
+        html = response.content.decode()
+        assert response.status_code == 200
+        assert _sections(html) == STUDY_SECTIONS[study.kind] | set(RUN_SECTIONS)
+        assert 'class="error"' not in html, study.kind
+        assert f"Study {study.pk} · {study.name}" in html
+        assert f"/api/v1/exports/votes.csv?study={study.pk}" in html
+        for link in re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html):
+            if f"study={study.pk}" in link:
+                assert client.get(link.replace("&amp;", "&")).status_code == 200
+    pairwise = next(s for s in studies if s.kind == StudyKind.PAIRWISE)
+    html = client.get(DASHBOARD, {"study": pairwise.pk}).content.decode()
+    assert html.count("<svg") == 5  # the run's four, and the preference bars
+    assert "annotator1" in html and "annotator2" in html  # the per-rater table
+
+
+def test_dashboard_with_a_study_has_a_fixed_query_count(
+    demo_run, client_for, researcher, make_annotators, django_assert_max_num_queries
+):
+    users = make_annotators(2)
+    study = create_study(
+        demo_run, StudyKind.PAIRWISE, users, name="Pairs", trigger_type=TriggerType.RECOVERY
+    )
+    client = client_for(researcher)
+    for user in users:
+        rater = rater_of(study, user)
+        for n in range(4):
+            answer_next(rater, lambda a, n=n: DEMO_ANSWERS[StudyKind.PAIRWISE](n))
+    client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
+    with django_assert_max_num_queries(23):  # 16 without a study
+        assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
+
+
+def test_a_study_without_a_run_and_its_exclusion_option(
+    db, client_for, researcher, make_annotators
+):
+    """An audit needs no run: its panel shows even before any run exists; "Count excluded
+    raters" changes what the table counts and is carried into its CSV link."""
+    corpus_import(stream=stream(jsonl_bytes(records_for(2))))
+    users = make_annotators(3)
+    study = create_study(
+        None, StudyKind.DIALOGUE_AUDIT, users, overlap=2, name="Audit", max_items=1
+    )
+    one, two, three = (rater_of(study, u) for u in users)
+    answer_next(one, lambda a: {**AUDIT_YES, "decision": "pass"})
+    answer_next(two, lambda a: {**AUDIT_YES, "decision": "pass"})
+    exclude(two, researcher)
+    client = client_for(researcher)
+    html = client.get(DASHBOARD, {"study": study.pk}).content.decode()
+    assert "No evaluation run yet" in html and _sections(html) == {"human-agreement", "raw-exports"}
+    assert "raters the study excludes are left out: rater2" in html
+    counted = client.get(DASHBOARD, {"study": study.pk, "include_excluded": "on"})
+    html = counted.content.decode()
+    assert "are counted here (include_excluded): rater2" in html
+    assert "include_excluded=true" in html
+    assert client.get(DASHBOARD, {"study": "999999"}).status_code == 200  # ignored
+
+
+def test_annotators_never_see_the_dashboard_of_their_study(study_run, client_for, make_annotators):
+    users = make_annotators(2)
+    study = create_study(study_run, StudyKind.PAIRWISE, users, max_items=1)
+    assert client_for(users[0]).get(DASHBOARD, {"study": study.pk}).status_code == 404

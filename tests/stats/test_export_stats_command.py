@@ -54,9 +54,9 @@ def test_errors_are_command_errors(demo_run):
         _run("leaderboard", "--run", "999")
     with pytest.raises(CommandError, match="no judge 'x'"):
         _run("leaderboard", "--verdicts", "x")
-    with pytest.raises(CommandError, match="no annotation data exists yet"):
+    with pytest.raises(CommandError, match="no study 1"):
         _run("preference", "--study", "1")
-    with pytest.raises(CommandError, match="no annotation data exists yet"):
+    with pytest.raises(CommandError, match="the failure-modes table reads a human study"):
         _run("failure-modes")
 
 

@@ -3,6 +3,7 @@ recorded files, so a selector that picks the wrong judge, condition or unit show
 
 import json
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,8 +196,10 @@ def test_disclosure_distance_table_on_the_demo(demo_run):
         assert row["mean_distance"] > 0
 
 
-def test_study_tables_say_that_no_annotation_data_exists_yet(demo_run):
+def test_study_tables_without_a_study_say_how_to_choose_one(demo_run):
     for name in ("human-agreement", "preference", "preference-raters", "failure-modes"):
         assert SPECS[name].source == "study"
-        with pytest.raises(StatsInputError, match="no annotation data exists yet"):
-            selectors.stats_table(name, TableRequest(run=demo_run, study=1))
+        with pytest.raises(StatsInputError, match=f"the {name} table reads a human study"):
+            selectors.stats_table(name, TableRequest(run=demo_run))
+    with pytest.raises(StatsInputError, match="no per-reply failure-mode labels"):
+        selectors.stats_table("failure-modes", TableRequest(release_dir=Path("release")))

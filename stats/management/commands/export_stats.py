@@ -23,6 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--run", type=int, help="evaluation run id (default: newest finished)")
         parser.add_argument("--study", type=int, help="annotation study id (study tables)")
         parser.add_argument(
+            "--include-excluded",
+            action="store_true",
+            help="study tables: count the raters the study excludes (default: left out)",
+        )
+        parser.add_argument(
             "--verdicts",
             default="primary",
             help="verdict source: primary, adjudicated, or a judge's handle (default: primary)",
@@ -46,6 +51,7 @@ class Command(BaseCommand):
         table,
         run,
         study,
+        include_excluded,
         verdicts,
         condition,
         format,
@@ -66,6 +72,7 @@ class Command(BaseCommand):
             verdicts=selectors.VerdictSource.parse(verdicts),
             condition=condition,
             study=study,
+            include_excluded=include_excluded,
             release_dir=release_dir,
             seed=seed,
         )

@@ -1,0 +1,288 @@
+"""The annotation app's studies, read into the statistics' inputs (``stats.interfaces``).
+
+``stats/release_files.py`` reads the official release's human-eval files into these structures;
+this module reads them from the studies recorded in the Workbench, so a study run here and one
+imported from the release go through the very same computations. Four queries per study (the
+study is fetched by the caller), whatever its size; no model instance is built per answer.
+
+What counts (docs/statistics.md, "Studies recorded in the Workbench"):
+
+- **Live answers only.** An undone, superseded or late (lapsed) answer stays in the raw
+  ``votes`` export and counts in no figure.
+- **Excluded raters** (``Rater.excluded``) are left out of every figure by default
+  (``include_excluded`` counts them); the preference table instead shows both, with and without
+  them, as its rows.
+- **Gold items** count as items in the human-agreement table (every rater labels them; gold
+  accuracy comes from them), but the preference and failure-mode tables leave them out: they are
+  quality checks, not part of the sample the figures describe.
+- **The judge** of the human-agreement table and the **stratum** of the preference table are the
+  study run's primary judge's verdict on the rated reply (on Case A, the vanilla reply, for a
+  pair); for a study imported from the release, the release's ``judge_score`` /
+  ``judge_score_case_a``.
+- **Dialogue audits**: only the two auditors' decisions are ratings; a third auditor's decision
+  on a split is not an independent rating (they see both audits) and is left out.
+- **Failure modes**: several annotators' labels on one reply are resolved to its majority label
+  (``agreement.majority_labels``, tie rule ``exclude``: when the top labels tie the reply has no
+  label and is left out, counted in a note).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from annotation.kinds import AuditDecision, Case, StudyKind
+from annotation.models import Answer, AssignmentRole, Rater, Study
+from benchmark.models import Judgment, JudgmentState
+from stats.compute import agreement
+from stats.interfaces import (
+    FAILURE_MODES,
+    INJECTED,
+    TIE,
+    VANILLA,
+    VERDICTS,
+    FailureModeLabel,
+    FailureModeLabels,
+    LabelMatrix,
+    PreferenceJudgements,
+    PreferenceRecord,
+    RatedItem,
+    Rating,
+)
+
+# Each kind's labels (annotation/kinds.py) as categories, and whether their order is ordinal.
+SCALES: dict[str, tuple[tuple[str, ...], bool]] = {
+    StudyKind.DIRECT_RATING: (VERDICTS, True),
+    StudyKind.ADJUDICATION: (VERDICTS, True),
+    StudyKind.FAILURE_MODE: (FAILURE_MODES, False),
+    StudyKind.DIALOGUE_AUDIT: (tuple(AuditDecision.values), False),
+    StudyKind.PAIRWISE: (tuple(Case.values), False),
+}
+
+# The statistics tables that read each kind of study.
+TABLES_FOR_KIND: dict[str, tuple[str, ...]] = {
+    StudyKind.PAIRWISE: ("preference", "preference-raters", "human-agreement"),
+    StudyKind.DIRECT_RATING: ("human-agreement",),
+    StudyKind.ADJUDICATION: ("human-agreement",),
+    StudyKind.FAILURE_MODE: ("failure-modes", "human-agreement"),
+    StudyKind.DIALOGUE_AUDIT: ("human-agreement",),
+}
+
+# A pairwise answer's label is the case that won: A is the vanilla reply, B the rubric-injected.
+CASE_CHOICES = {Case.A: VANILLA, Case.B: INJECTED, Case.TIE: TIE}
+
+
+@dataclass(frozen=True)
+class _Item:
+    is_gold: bool
+    expected: str
+    group: str  # the trigger type, "" for audits
+    model: str  # the rated reply's endpoint handle, "" if none
+    judge_label: str  # see the module docstring, "" if none
+
+
+@dataclass(frozen=True)
+class _Answer:
+    item_id: int
+    rater_id: int
+    role: str
+    label: str
+    order: list | None  # what was on screen: a pair's cases in order, e.g. ["B", "A"]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class StudyData:
+    """What one study's live answers say, ready for a table: who rated (names), who is
+    excluded, each item, each live answer."""
+
+    kind: str
+    names: dict[int, str]  # rater id → the name tables show (username or release id)
+    excluded: frozenset[int]
+    items: dict[int, _Item]
+    answers: list[_Answer]
+
+    def counted(self, *, include_excluded: bool) -> list[_Answer]:
+        if include_excluded:
+            return self.answers
+        return [a for a in self.answers if a.rater_id not in self.excluded]
+
+    def excluded_note(self, *, include_excluded: bool) -> list[str]:
+        if not self.excluded:
+            return []
+        names = ", ".join(sorted(self.names[pk] for pk in self.excluded))
+        if include_excluded:
+            return [f"raters the study excludes are counted here (include_excluded): {names}"]
+        return [f"raters the study excludes are left out: {names} (include_excluded counts them)"]
+
+
+def _rater_names(study: Study) -> tuple[dict[int, str], frozenset[int]]:
+    rows = list(
+        Rater.objects.filter(study=study).values_list(
+            "pk", "user__username", "external_id", "excluded"
+        )
+    )
+    counts = Counter(username or external for _, username, external, _ in rows)
+    names = {}
+    for pk, username, external, _ in rows:
+        name = username or external
+        # A username equal to another rater's release id would merge two people: keep them apart.
+        names[pk] = name if counts[name] == 1 else f"{name} (rater {pk})"
+    return names, frozenset(pk for pk, *_, excluded in rows if excluded)
+
+
+def _primary_verdicts(study: Study) -> dict[int, str]:
+    """The study run's primary judge's verdict on each item's (first) reply, by unit id."""
+    run = study.run
+    if run is None or run.primary_judge is None:
+        return {}
+    return dict(
+        Judgment.objects.filter(
+            unit_id__in=study.items.filter(unit__isnull=False).values("unit_id"),
+            judge_name=run.primary_judge.name,
+            state=JudgmentState.DONE,
+        ).values_list("unit_id", "verdict")
+    )
+
+
+def _items(study: Study) -> dict[int, _Item]:
+    verdicts = _primary_verdicts(study)
+    rows = study.items.values_list(
+        "pk",
+        "is_gold",
+        "expected",
+        "trigger__type",
+        "unit_id",
+        "unit__endpoint__name",
+        # Imported items keep the release's record verbatim.
+        "payload__trigger_type",
+        "payload__judge_score",
+        "payload__judge_score_case_a",
+    )
+    items = {}
+    for pk, is_gold, expected, trigger_type, unit_id, model, r_type, r_judge, r_judge_a in rows:
+        judge = verdicts.get(unit_id) or (
+            r_judge_a if study.kind == StudyKind.PAIRWISE else r_judge
+        )
+        items[pk] = _Item(
+            is_gold=is_gold,
+            expected=expected if is_gold else "",
+            group=trigger_type or str(r_type or ""),
+            model=model or "",
+            judge_label=str(judge or "").upper(),
+        )
+    return items
+
+
+def study_data(study: Study) -> StudyData:
+    """Raters, items (with their judge verdict) and live answers of ``study``: 4 queries (its
+    run and primary judge are expected to be loaded with it)."""
+    names, excluded = _rater_names(study)
+    answers = [
+        _Answer(*row)
+        for row in Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
+        .order_by("id")
+        .values_list(
+            "assignment__item_id",
+            "assignment__rater_id",
+            "assignment__role",
+            "label",
+            "display__order",
+            "time_on_item_s",
+        )
+    ]
+    return StudyData(
+        kind=study.kind, names=names, excluded=excluded, items=_items(study), answers=answers
+    )
+
+
+# --- The three inputs -------------------------------------------------------------------------
+
+
+def label_matrix(
+    data: StudyData, *, include_excluded: bool = False
+) -> tuple[LabelMatrix, list[str]]:
+    """Every live label of the study as items × raters (any kind: its labels are the
+    categories), the judge's label and the gold label per item; and notes for the table."""
+    categories, ordered = SCALES[data.kind]
+    answers = data.counted(include_excluded=include_excluded)
+    notes = data.excluded_note(include_excluded=include_excluded)
+    if data.kind == StudyKind.DIALOGUE_AUDIT:
+        thirds = sum(a.role == AssignmentRole.ADJUDICATE for a in answers)
+        answers = [a for a in answers if a.role == AssignmentRole.ANNOTATE]
+        if thirds:
+            notes.append(f"{thirds} third auditor decision(s) on split audits left out")
+    ratings = [Rating(str(a.item_id), data.names[a.rater_id], a.label) for a in answers]
+    # A judge's verdict is a label only on the verdict scale (a pair's is its stratum).
+    with_judge = categories == VERDICTS
+    items = [
+        RatedItem(
+            str(pk),
+            group=item.group,
+            judge_label=item.judge_label if with_judge else "",
+            gold_label=item.expected,
+        )
+        for pk, item in data.items.items()
+    ]
+    matrix = LabelMatrix.from_records(ratings, items, categories=categories, ordered=ordered)
+    return matrix, notes
+
+
+def preference_judgements(
+    data: StudyData,
+) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
+    """A pairwise study's live judgements, de-swapped, with the vanilla reply's judge verdict;
+    the names of the raters it excludes; notes. Gold items are left out."""
+    records, gold = [], 0
+    for answer in data.answers:
+        item = data.items[answer.item_id]
+        if item.is_gold:
+            gold += 1
+            continue
+        records.append(
+            PreferenceRecord(
+                item_id=str(answer.item_id),
+                annotator_id=data.names[answer.rater_id],
+                choice=CASE_CHOICES[answer.label],
+                injected_on_left=bool(answer.order) and answer.order[0] == Case.B,
+                seconds=answer.seconds,
+                vanilla_verdict=item.judge_label,
+            )
+        )
+    notes = [f"{gold} judgement(s) of gold items left out (quality checks)"] if gold else []
+    excluded = frozenset(data.names[pk] for pk in data.excluded)
+    return PreferenceJudgements.from_records(records), excluded, notes
+
+
+def failure_mode_labels(
+    data: StudyData, *, include_excluded: bool = False
+) -> tuple[FailureModeLabels, list[str]]:
+    """One label per labelled reply of a failure-mode study: the majority of its annotators'
+    labels (tie rule ``exclude``); gold items left out; notes."""
+    notes = data.excluded_note(include_excluded=include_excluded)
+    counts: dict[int, np.ndarray] = {}
+    gold = set()
+    for answer in data.counted(include_excluded=include_excluded):
+        if data.items[answer.item_id].is_gold:
+            gold.add(answer.item_id)
+            continue
+        row = counts.setdefault(answer.item_id, np.zeros(len(FAILURE_MODES), dtype=np.int64))
+        row[FAILURE_MODES.index(answer.label)] += 1
+    item_ids = sorted(counts)
+    majority = agreement.majority_labels(
+        np.array([counts[i] for i in item_ids], dtype=np.int64).reshape(-1, len(FAILURE_MODES)),
+        "exclude",
+    )
+    labels = [
+        FailureModeLabel(data.items[i].model, str(i), FAILURE_MODES[m])
+        for i, m in zip(item_ids, majority.tolist(), strict=True)
+        if m >= 0
+    ]
+    ties = int((majority < 0).sum())
+    if ties:
+        notes.append(f"{ties} reply(ies) left out: their annotators' top labels tie")
+    if gold:
+        notes.append(f"{len(gold)} gold item(s) left out (quality checks)")
+    return FailureModeLabels.from_records(labels), notes
