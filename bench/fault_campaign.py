@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from pipeline import _ensure_database  # noqa: E402  (one way to make the scratch database)
+
 KEY_ENV = "FAULT_CAMPAIGN_ANTHROPIC_KEY"
 
 
@@ -80,15 +82,6 @@ class RedisServer:
         self.stop()
         self.start()
         return f"restarted redis-server on port {self.port} ({time.monotonic() - started:.1f}s)"
-
-
-def _ensure_database(url: str) -> None:
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _start_fake_server(args, seed: int) -> tuple[subprocess.Popen, str]:
