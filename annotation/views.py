@@ -142,12 +142,13 @@ def answer(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
             answer=form.to_input(),
             idempotency_key=form.cleaned_data["idempotency_key"],
             elapsed_ms=form.cleaned_data["elapsed_ms"],
+            hand_out_next=True,
         )
     except AnswerRejected as exc:
         return _after_action(
             request, rater, assignment_current(rater=rater), notice=f"Not saved: {exc}."
         )
-    following = assignment_next(rater=rater)
+    following = result.following
     notice = LATE_NOTICE if result.late else ""
     if following is None and not notice:
         notice = NOTHING_LEFT

@@ -20,6 +20,7 @@ It uses a scratch PostgreSQL database of its own, dropped and created afresh eac
 import argparse
 import asyncio
 import os
+import random
 import re
 import signal
 import socket
@@ -201,6 +202,9 @@ def _start_gunicorn(args, env: dict, port: int) -> subprocess.Popen:
             str(args.threads),
             "--log-level",
             "warning",
+            # As in production (docker-compose.yml): the app, URLconf included, is loaded once
+            # before the fork, so no worker's first request pays for importing it.
+            "--preload",
         ],
         cwd=ROOT,
         env=env,
@@ -216,6 +220,22 @@ def _start_gunicorn(args, env: dict, port: int) -> subprocess.Popen:
     sys.exit("gunicorn did not start")
 
 
+class Think:
+    """An annotator's pauses: uniform in mean × [1 - jitter, 1 + jitter], seeded per annotator,
+    and (with jitter) a first request at a random moment of the first pause. With jitter 0
+    every annotator starts at once and pauses exactly ``mean``: they then move in lockstep,
+    all 50 requests arriving within a few milliseconds of each other, which no group of
+    people does."""
+
+    def __init__(self, mean_s: float, jitter: float, seed: int):
+        self.mean_s, self.jitter = mean_s, jitter
+        self.rng = random.Random(seed)
+        self.start = self.rng.uniform(0, mean_s) if jitter else 0.0
+
+    def __call__(self) -> float:
+        return self.mean_s * self.rng.uniform(1 - self.jitter, 1 + self.jitter)
+
+
 class Tally:
     def __init__(self):
         self.latency: dict[str, list[float]] = defaultdict(list)
@@ -223,13 +243,15 @@ class Tally:
         self.submitted = 0
 
 
-async def _annotator(base, study_id, session_key, deadline, think_s, tally, warmup_until):
+async def _annotator(base, study_id, session_key, deadline, think, tally, warmup_until):
+    """One simulated annotator; ``think()`` gives each pause (seconds)."""
     import aiohttp
 
     jar = aiohttp.CookieJar(unsafe=True)
     jar.update_cookies({"sessionid": session_key})
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(base_url=base, cookie_jar=jar, timeout=timeout) as http:
+        await asyncio.sleep(think.start)
         async with http.get(f"/annotate/{study_id}/") as response:
             await response.read()
             if response.status != 200:
@@ -258,21 +280,22 @@ async def _annotator(base, study_id, session_key, deadline, think_s, tally, warm
         while time.monotonic() < deadline:
             body = await post("next", f"/annotate/{study_id}/next")
             if body is None:
-                await asyncio.sleep(think_s)
+                await asyncio.sleep(think())
                 continue
             token = TOKEN.search(body).group(1)
             if not token:
                 return  # nothing left for this annotator
-            await asyncio.sleep(think_s)
+            pause = think()
+            await asyncio.sleep(pause)
             data = {
                 "idempotency_key": KEY.search(body).group(1),
                 "choice": "1",
                 "confidence": "3",
-                "elapsed_ms": str(int(think_s * 1000)),
+                "elapsed_ms": str(int(pause * 1000)),
             }
             if await post("answer", f"/annotate/{study_id}/items/{token}/answer", data):
                 tally.submitted += 1
-            await asyncio.sleep(think_s)
+            await asyncio.sleep(think())
 
 
 def _check_database(study_id: int) -> dict:
@@ -321,7 +344,13 @@ def main() -> None:
     parser.add_argument("--annotators", type=int, default=50)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds not measured")
-    parser.add_argument("--think-ms", type=float, default=1000.0, help="pause between actions")
+    parser.add_argument("--think-ms", type=float, default=1000.0, help="mean pause between actions")
+    parser.add_argument(
+        "--think-jitter",
+        type=float,
+        default=0.5,
+        help="pauses uniform in mean × [1-j, 1+j], starts spread over one pause; 0 = lockstep",
+    )
     parser.add_argument("--k", type=int, default=3, help="annotators per item")
     parser.add_argument("--models", type=int, default=16, help="pairs per RECOVERY trigger")
     parser.add_argument("--workers", type=int, default=8, help="gunicorn worker processes")
@@ -369,11 +398,11 @@ def main() -> None:
                         study_id,
                         key,
                         deadline,
-                        args.think_ms / 1000,
+                        Think(args.think_ms / 1000, args.think_jitter, seed=i),
                         tally,
                         warmup_until,
                     )
-                    for key in sessions
+                    for i, key in enumerate(sessions)
                 )
             )
 
@@ -403,8 +432,8 @@ def main() -> None:
     print(f"machine load average (1, 5, 15 min) at the start: {load_before}")
     print(
         f"{args.annotators} annotators, {args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
-        f"think {args.think_ms:.0f} ms, k={args.k}, {items} items, gunicorn "
-        f"{args.workers}×{args.threads} gthread, PostgreSQL"
+        f"think {args.think_ms:.0f} ms ± {args.think_jitter:.0%}, k={args.k}, {items} items, "
+        f"gunicorn {args.workers}×{args.threads} gthread, PostgreSQL"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for kind in ("next", "answer"):
@@ -435,6 +464,7 @@ def main() -> None:
         f"p99_ms={_pct(all_latency, 99):.1f} answers_per_s={answers_per_s:.1f} "
         f"errors={len(tally.errors)} over_assigned={checks['over_assigned']} lost={lost} "
         f"annotators={args.annotators} think_ms={args.think_ms:.0f} "
+        f"think_jitter={args.think_jitter:g} "
         f"web_cpu_ms_per_request={cpu_per_request:.1f} load_before={load_before.split()[0]}"
     )
 

@@ -65,11 +65,12 @@ class AnswerInput:
     details: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass
 class SubmitResult:
     answer: Answer
     replayed: bool = False  # the same idempotency key again: nothing changed
     late: bool = False  # the item had gone to someone else: stored, not counted
+    following: Assignment | None = None  # with hand_out_next: the rater's next item, if any
 
 
 def _holding(now: datetime) -> Q:
@@ -172,48 +173,50 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
             # worst case is an item handed out again. Answers stay synchronously committed.
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        rater = _lock_rater(rater)
-        study = rater.study
-        held = list(
-            Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
-            .select_related("item")
-            .order_by("-leased_at", "-id")
+        return _hand_out(_lock_rater(rater), now)
+
+
+def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
+    """Next, once the caller holds the rater's row lock inside a transaction."""
+    study = rater.study
+    held = list(
+        Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
+        .select_related("item")
+        .order_by("-leased_at", "-id")
+    )
+    for assignment in held:
+        if assignment.lease_expires_at > now:
+            return _renew(assignment, study, now)
+        # Expired: still theirs unless the item filled up in the meantime.
+        item = _lock_item(assignment.item_id)
+        taken = _places_taken([item.pk], now, excluding=assignment.pk)[item.pk]
+        if taken < item.required_answers:
+            return _renew(assignment, study, now)
+        Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
+    if study.status != StudyStatus.OPEN:
+        return None
+    skipped: list[int] = []
+    while True:
+        batch = list(
+            _candidates(rater, now)
+            .exclude(pk__in=skipped)
+            .select_for_update(skip_locked=True, of=("self",))[:CANDIDATE_BATCH]
         )
-        for assignment in held:
-            if assignment.lease_expires_at > now:
-                return _renew(assignment, study, now)
-            # Expired: still theirs unless the item filled up in the meantime.
-            item = _lock_item(assignment.item_id)
-            taken = _places_taken([item.pk], now, excluding=assignment.pk)[item.pk]
-            if taken < item.required_answers:
-                return _renew(assignment, study, now)
-            Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
-        if study.status != StudyStatus.OPEN:
-            return None
-        skipped: list[int] = []
-        while True:
+        if not batch:
+            # Nothing unlocked. An item another rater's transaction holds at this instant
+            # may still have room for this rater once that commits: wait for the first such
+            # item rather than report "nothing left" too early (found by the concurrency
+            # test on PostgreSQL). Lock order rater → item, as everywhere: no deadlock.
             batch = list(
-                _candidates(rater, now)
-                .exclude(pk__in=skipped)
-                .select_for_update(skip_locked=True, of=("self",))[:CANDIDATE_BATCH]
+                _candidates(rater, now).exclude(pk__in=skipped).select_for_update(of=("self",))[:1]
             )
             if not batch:
-                # Nothing unlocked. An item another rater's transaction holds at this instant
-                # may still have room for this rater once that commits: wait for the first such
-                # item rather than report "nothing left" too early (found by the concurrency
-                # test on PostgreSQL). Lock order rater → item, as everywhere: no deadlock.
-                batch = list(
-                    _candidates(rater, now)
-                    .exclude(pk__in=skipped)
-                    .select_for_update(of=("self",))[:1]
-                )
-                if not batch:
-                    return None
-            taken = _places_taken([item.pk for item in batch], now)
-            for item in batch:
-                if taken[item.pk] < item.required_answers:
-                    return _take(rater, item, now, holders=taken[item.pk])
-            skipped += [item.pk for item in batch]
+                return None
+        taken = _places_taken([item.pk for item in batch], now)
+        for item in batch:
+            if taken[item.pk] < item.required_answers:
+                return _take(rater, item, now, holders=taken[item.pk])
+        skipped += [item.pk for item in batch]
 
 
 def assignment_current(*, rater: Rater) -> Assignment | None:
@@ -240,65 +243,82 @@ def answer_submit(
     answer: AnswerInput,
     idempotency_key: str,
     elapsed_ms: int | None = None,
+    hand_out_next: bool = False,
     now: datetime | None = None,
 ) -> SubmitResult:
-    """Record the rater's answer on their item. Idempotent by ``idempotency_key``."""
+    """Record the rater's answer on their item. Idempotent by ``idempotency_key``. With
+    ``hand_out_next``, the rater's next item is handed out in the same transaction (under the
+    same rater lock, one commit) and returned as ``following``; the answer is committed
+    synchronously either way."""
     now = now or timezone.now()
     with transaction.atomic():
         rater = _lock_rater(rater)
-        previous = (
-            Answer.objects.filter(idempotency_key=idempotency_key)
-            .select_related("assignment")
-            .first()
+        result = _store_answer(rater, item_token, answer, idempotency_key, elapsed_ms, now)
+        if hand_out_next:
+            result.following = _hand_out(rater, now)
+        return result
+
+
+def _store_answer(
+    rater: Rater,
+    item_token: str,
+    answer: AnswerInput,
+    idempotency_key: str,
+    elapsed_ms: int | None,
+    now: datetime,
+) -> SubmitResult:
+    """The body of ``answer_submit``; the caller holds the rater's row lock."""
+    previous = (
+        Answer.objects.filter(idempotency_key=idempotency_key).select_related("assignment").first()
+    )
+    if previous is not None:
+        if previous.assignment.rater_id != rater.pk:
+            raise AnswerRejected("this form was submitted by someone else")
+        return SubmitResult(previous, replayed=True)
+    if rater.study.status != StudyStatus.OPEN:
+        raise AnswerRejected("this study is closed")
+    # The rater's own assignment on the item (none: not theirs), with the item's row locked in
+    # the same statement. The assignment read with it is current: its state only ever changes
+    # under its rater's lock, which this transaction holds.
+    assignment = (
+        Assignment.objects.select_related("item")
+        .select_for_update(of=("item",))
+        .filter(item__token=item_token, rater=rater)
+        .first()
+    )
+    if assignment is None:
+        raise AnswerRejected("this item is not yours")
+    item = assignment.item
+    if assignment.state == AssignmentState.DONE:
+        live = assignment.answers.get(retracted_at__isnull=True)
+        return SubmitResult(live, replayed=True)
+    fields = {
+        "assignment": assignment,
+        "idempotency_key": idempotency_key,
+        "label": answer.label,
+        "confidence": answer.confidence,
+        "note": answer.note,
+        "details": answer.details,
+        "display": assignment.display,
+        "started_at": assignment.leased_at,
+        "submitted_at": now,
+        "time_on_item_s": _time_on_item(elapsed_ms, assignment, now),
+    }
+    lapsed = assignment.state == AssignmentState.LAPSED or (
+        assignment.lease_expires_at <= now
+        and _places_taken([item.pk], now, excluding=assignment.pk)[item.pk] >= item.required_answers
+    )
+    if lapsed:
+        Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
+        stored = Answer.objects.create(
+            **fields, retracted_at=now, retraction_reason=RetractionReason.LAPSED
         )
-        if previous is not None:
-            if previous.assignment.rater_id != rater.pk:
-                raise AnswerRejected("this form was submitted by someone else")
-            return SubmitResult(previous, replayed=True)
-        if rater.study.status != StudyStatus.OPEN:
-            raise AnswerRejected("this study is closed")
-        # The item's row lock, found through the rater's own assignment (none: not theirs).
-        item = (
-            StudyItem.objects.select_for_update(of=("self",))
-            .filter(token=item_token, assignments__rater=rater)
-            .first()
-        )
-        if item is None:
-            raise AnswerRejected("this item is not yours")
-        assignment = Assignment.objects.get(item=item, rater=rater)
-        if assignment.state == AssignmentState.DONE:
-            live = assignment.answers.get(retracted_at__isnull=True)
-            return SubmitResult(live, replayed=True)
-        fields = {
-            "assignment": assignment,
-            "idempotency_key": idempotency_key,
-            "label": answer.label,
-            "confidence": answer.confidence,
-            "note": answer.note,
-            "details": answer.details,
-            "display": assignment.display,
-            "started_at": assignment.leased_at,
-            "submitted_at": now,
-            "time_on_item_s": _time_on_item(elapsed_ms, assignment, now),
-        }
-        lapsed = assignment.state == AssignmentState.LAPSED or (
-            assignment.lease_expires_at <= now
-            and _places_taken([item.pk], now, excluding=assignment.pk)[item.pk]
-            >= item.required_answers
-        )
-        if lapsed:
-            Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
-            stored = Answer.objects.create(
-                **fields, retracted_at=now, retraction_reason=RetractionReason.LAPSED
-            )
-            return SubmitResult(stored, late=True)
-        stored = Answer.objects.create(**fields)
-        Assignment.objects.filter(pk=assignment.pk).update(
-            state=AssignmentState.DONE, completed_at=now
-        )
-        item.completed_answers += 1
-        _item_changed(item, rater.study, now)
-        return SubmitResult(stored)
+        return SubmitResult(stored, late=True)
+    stored = Answer.objects.create(**fields)
+    Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.DONE, completed_at=now)
+    item.completed_answers += 1
+    _item_changed(item, rater.study, now)
+    return SubmitResult(stored)
 
 
 def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | None:

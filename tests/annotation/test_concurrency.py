@@ -77,9 +77,12 @@ def test_simultaneous_next_never_pushes_an_item_past_k(make_study, make_annotato
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("hand_out_next", [False, True], ids=["next-then-submit", "as-the-page"])
 def test_annotators_working_through_a_study_at_once_lose_nothing_and_never_overfill(
-    make_study, make_annotators
+    make_study, make_annotators, hand_out_next
 ):
+    """``as-the-page``: each answer hands out the next item in its own transaction, as the
+    answer view does; ``next-then-submit``: separate calls."""
     users = make_annotators(THREADS)
     study = make_study(annotators=users, overlap=3)
     raters = [rater(study, u) for u in users]
@@ -89,7 +92,8 @@ def test_annotators_working_through_a_study_at_once_lose_nothing_and_never_overf
         r = raters[i]
         submitted = []
         n = 0
-        while (assignment := assignment_next(rater=r)) is not None:
+        assignment = assignment_next(rater=r)
+        while assignment is not None:
             n += 1
             key = f"t{i}-{n}"
             result = answer_submit(
@@ -97,6 +101,7 @@ def test_annotators_working_through_a_study_at_once_lose_nothing_and_never_overf
                 item_token=assignment.item.token,
                 answer=AnswerInput(label="A", confidence=3, details={"choice": "1"}),
                 idempotency_key=key,
+                hand_out_next=hand_out_next,
             )
             assert not result.replayed and not result.late
             submitted.append(key)
@@ -107,9 +112,12 @@ def test_annotators_working_through_a_study_at_once_lose_nothing_and_never_overf
                     item_token=reopened.item.token,
                     answer=AnswerInput(label="B", confidence=2, details={"choice": "2"}),
                     idempotency_key=key + "-again",
+                    hand_out_next=hand_out_next,
                 )
                 assert again.answer.assignment_id == reopened.pk
                 submitted.append(key + "-again")
+                result = again
+            assignment = result.following if hand_out_next else assignment_next(rater=r)
         return submitted
 
     submitted = [key for keys in _in_parallel(work, THREADS) for key in keys]
