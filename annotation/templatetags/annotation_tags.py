@@ -1,8 +1,59 @@
+from dataclasses import dataclass
+
 from django import template
+from django.forms import BoundField
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from annotation.kinds import AuditDecision, FailureMode, StudyKind
 
 register = template.Library()
+
+
+@dataclass(frozen=True)
+class Radio:
+    data: dict
+    choice_label: str
+    tag: SafeString
+
+
+@register.filter
+def radios(field: BoundField) -> list[Radio]:
+    """A radio field's options, used like iterating the bound field (``radio.data.value``,
+    ``radio.choice_label``, ``radio.tag``) but written here: Django renders every option
+    through a template of its own, which made the answer form most of a workspace's render
+    time (the annotation load benchmark, bench/README.md). Same markup as Django's."""
+    chosen = field.value()
+    chosen = {str(v) for v in chosen} if isinstance(chosen, list | tuple) else {str(chosen)}
+    required = field.field.required
+    invalid = bool(field.errors)
+    options = []
+    for index, (value, label) in enumerate(field.field.choices):
+        tag = format_html(
+            '<input type="radio" name="{}" value="{}" id="{}_{}"{}{}{}>',
+            field.html_name,
+            value,
+            field.auto_id,
+            index,
+            SafeString(" required") if required else "",
+            SafeString(' aria-invalid="true"') if invalid else "",
+            SafeString(" checked") if str(value) in chosen else "",
+        )
+        options.append(Radio({"value": value}, label, tag))
+    return options
+
+
+@register.filter
+def hidden(field: BoundField) -> SafeString:
+    """A hidden field's input (see ``radios``: the same markup, without a template)."""
+    value = field.value()
+    if value is None or value == "":  # Django leaves the attribute out
+        return format_html(
+            '<input type="hidden" name="{}" id="{}">', field.html_name, field.auto_id
+        )
+    return format_html(
+        '<input type="hidden" name="{}" value="{}" id="{}">', field.html_name, value, field.auto_id
+    )
 
 
 @register.filter

@@ -1,0 +1,76 @@
+"""The workspace writes its radio and hidden inputs itself (``annotation_tags.radios`` and
+``hidden``, for speed); they must be exactly what Django's widgets render, in every state a
+form can be in: fresh, refilled after an undo, bound with an answer, bound with errors."""
+
+import pytest
+from django import forms
+
+from annotation.forms import (
+    AdjudicationAnswerForm,
+    AuditAnswerForm,
+    DirectAnswerForm,
+    FailureModeAnswerForm,
+    PairwiseAnswerForm,
+)
+from annotation.kinds import StudyKind
+from annotation.models import Assignment, Study
+from annotation.templatetags.annotation_tags import hidden, radios
+
+FORMS = {
+    StudyKind.PAIRWISE: PairwiseAnswerForm,
+    StudyKind.DIRECT_RATING: DirectAnswerForm,
+    StudyKind.ADJUDICATION: AdjudicationAnswerForm,
+    StudyKind.FAILURE_MODE: FailureModeAnswerForm,
+    StudyKind.DIALOGUE_AUDIT: AuditAnswerForm,
+}
+
+
+def _states(form_class, study, assignment):
+    """The form fresh, with initial values, bound to a full answer, and bound to nothing."""
+    fields = form_class(study=study, assignment=assignment).fields
+    full = {}
+    for name, field in fields.items():
+        if isinstance(field.widget, forms.RadioSelect):
+            full[name] = str(list(field.choices)[-1][0])
+    full |= {"idempotency_key": "abcdefgh12", "elapsed_ms": "1200", "note": "why"}
+    initial = {name: value for name, value in full.items() if name != "elapsed_ms"}
+    initial |= {n: int(v) for n, v in initial.items() if n == "confidence"}  # as refilled
+    yield form_class(study=study, assignment=assignment)
+    yield form_class(initial=initial, study=study, assignment=assignment)
+    bound = form_class(full, study=study, assignment=assignment)
+    bound.is_valid()
+    yield bound
+    empty = form_class({}, study=study, assignment=assignment)
+    assert not empty.is_valid()  # every radio field now carries an error
+    yield empty
+
+
+@pytest.mark.parametrize("kind", list(FORMS))
+def test_radio_and_hidden_inputs_are_written_exactly_as_django_renders_them(kind):
+    study = Study(kind=kind, name="s", reason_required=False)
+    assignment = Assignment(display={"order": ["A", "B"]})
+    radio_fields = 0
+    for form in _states(FORMS[kind], study, assignment):
+        for bound in form:
+            widget = bound.field.widget
+            if isinstance(widget, forms.RadioSelect):
+                radio_fields += 1
+                ours = radios(bound)
+                django = list(bound)
+                assert [r.data["value"] for r in ours] == [r.data["value"] for r in django]
+                assert [r.choice_label for r in ours] == [r.choice_label for r in django]
+                assert [str(r.tag) for r in ours] == [str(r.tag()) for r in django]
+            elif isinstance(widget, forms.HiddenInput):
+                assert str(hidden(bound)) == str(bound)
+    assert radio_fields  # the comparison really ran
+
+
+def test_a_radio_value_is_escaped():
+    class Hostile(forms.Form):
+        pick = forms.ChoiceField(
+            choices=[('"><script>x()</script>', "<b>label</b>")], widget=forms.RadioSelect
+        )
+
+    (radio,) = radios(Hostile()["pick"])
+    assert "<script>" not in str(radio.tag) and "&lt;script&gt;" in str(radio.tag)
+    assert str(radio.tag) == str(list(Hostile()["pick"])[0].tag())
