@@ -196,6 +196,14 @@ class AnyMediaRenderer(JSONRenderer):
     media_type = "*/*"
     format = "any"
 
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        # What this renderer writes is always JSON (an error): say so, not "*/*" (found by
+        # Schemathesis with ?format=any).
+        response = (renderer_context or {}).get("response")
+        if response is not None:
+            response["Content-Type"] = "application/json"
+        return super().render(data, "application/json", renderer_context)
+
 
 class RawExportView(APIView):
     """A raw export, streamed. ``?run=ID`` limits it to one run, ``?study=ID`` to one study

@@ -241,6 +241,11 @@ def test_exports_filter_by_study_and_run(studies, study_run, client_for, researc
     assert response.status_code == 400 and "cannot be limited by run" in response.json()["detail"]
     assert client.get(_url("judgments", "csv", study=pairwise.pk)).status_code == 400
     assert client.get(_url("votes", "csv", study="x")).status_code == 400
+    # Whatever renderer the client picks (?format=any reaches the streaming view), an error is
+    # JSON and says so (Schemathesis found "*/*").
+    response = client.get(_url("audits", "jsonl", run=study_run.pk, format="any"))
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert "cannot be limited by run" in response.json()["detail"]
 
 
 def test_votes_stream_in_chunks_from_one_query(
