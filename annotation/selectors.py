@@ -10,7 +10,9 @@ nothing it returns names a model, a judge, a condition or a unit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
+from django.db import connection
 from django.db.models import Count, Exists, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
@@ -31,11 +33,20 @@ from annotation.models import (
     AssignmentState,
     Rater,
     RaterExclusion,
+    RetractionReason,
     Study,
     StudyItem,
 )
 from benchmark.evaluation.requests import conversation_until
-from benchmark.models import Anchor, EvaluationUnit, Judgment, JudgmentState, Trigger, Turn
+from benchmark.models import (
+    Anchor,
+    EvaluationUnit,
+    Judgment,
+    JudgmentState,
+    Trigger,
+    TriggerType,
+    Turn,
+)
 from benchmark.selectors import dialogue_for_reading
 
 JUDGE_LETTERS = "ABCDEFGH"
@@ -131,11 +142,17 @@ def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
     """Done, time spent and (``with_left``) what is left: the one figure that counts the
     study's open items, so the workspace asks for it only between items. Done and time are
     read from the rater's done assignments outwards (their index), whatever the planner's
-    statistics say about the answers table."""
-    row = Assignment.objects.filter(rater=rater, state=AssignmentState.DONE).aggregate(
-        done=Count("id", distinct=True),
-        seconds=Sum("answers__time_on_item_s", filter=Q(answers__retracted_at__isnull=True)),
-    )
+    statistics say about the answers table; as plain SQL, since every workspace request asks
+    (the ORM's aggregate cost more to compose than to run)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*), SUM(an.time_on_item_s) FROM {Assignment._meta.db_table} a"  # noqa: S608
+            f" LEFT JOIN {Answer._meta.db_table} an"
+            "  ON an.assignment_id = a.id AND an.retracted_at IS NULL"
+            " WHERE a.rater_id = %s AND a.state = %s",
+            [rater.pk, AssignmentState.DONE],
+        )
+        done, seconds = cursor.fetchone()
     left = None
     if with_left:
         left = (
@@ -144,7 +161,7 @@ def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
             .values_list("left", flat=True)
             .get()
         )
-    return Progress(done=row["done"], left=left, seconds=row["seconds"] or 0.0)
+    return Progress(done=done, left=left, seconds=seconds or 0.0)
 
 
 def last_answer(*, rater: Rater) -> Answer | None:
@@ -160,8 +177,15 @@ def undone_answer(*, assignment: Assignment) -> Answer | None:
     """The assignment's latest undone answer, to refill the form with."""
     if getattr(assignment, "fresh", False):
         return None
-    return (
-        assignment.answers.filter(retraction_reason="undo").order_by("-retracted_at", "-id").first()
+    return next(
+        iter(
+            Answer.objects.raw(
+                f"SELECT * FROM {Answer._meta.db_table} WHERE assignment_id = %s"  # noqa: S608
+                " AND retraction_reason = %s ORDER BY retracted_at DESC, id DESC LIMIT 1",
+                [assignment.pk, RetractionReason.UNDO],
+            )
+        ),
+        None,
     )
 
 
@@ -186,19 +210,57 @@ def judge_verdict_reveal(*, study: Study, answer: Answer) -> dict | None:
     }
 
 
-def _conversation(trigger: Trigger) -> list[dict]:
-    turns = list(
-        Turn.objects.filter(dialogue_id=trigger.turn.dialogue_id, index__lte=trigger.turn.index)
-        .only("index", "user_message", "assistant_response")
-        .order_by("index")
-    )
+@dataclass(frozen=True)
+class _TriggerRow:
+    """What the workspace reads of a trigger and its turn (the shape ``conversation_until``
+    expects of a trigger: ``.turn.index``)."""
+
+    type: str
+    pass_criteria: str
+    partial_criteria: str
+    fail_criteria: str
+    dialogue_id: int
+    turn: SimpleNamespace
+
+
+@dataclass(frozen=True)
+class _TurnRow:
+    index: int
+    user_message: str
+    assistant_response: str
+
+
+def _trigger(trigger_id: int) -> _TriggerRow:
+    # Plain statements (here and in _conversation): the workspace reads them on every request,
+    # and the ORM's composition cost more than the database's work (bench/README.md).
+    index = connection.ops.quote_name("index")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT t.type, t.pass_criteria, t.partial_criteria, t.fail_criteria,"  # noqa: S608
+            f" tu.dialogue_id, tu.{index} FROM {Trigger._meta.db_table} t"
+            f" JOIN {Turn._meta.db_table} tu ON tu.id = t.turn_id WHERE t.id = %s",
+            [trigger_id],
+        )
+        *fields, dialogue_id, turn_index = cursor.fetchone()
+    return _TriggerRow(*fields, dialogue_id, SimpleNamespace(index=turn_index))
+
+
+def _conversation(trigger: _TriggerRow) -> list[dict]:
+    index = connection.ops.quote_name("index")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {index}, user_message, assistant_response FROM {Turn._meta.db_table}"  # noqa: S608
+            f" WHERE dialogue_id = %s AND {index} <= %s ORDER BY {index}",
+            [trigger.dialogue_id, trigger.turn.index],
+        )
+        turns = [_TurnRow(*row) for row in cursor.fetchall()]
     messages = conversation_until(trigger, turns)
     return [{"role": m.role, "text": m.content} for m in messages]
 
 
-def _rubric(trigger: Trigger) -> dict:
+def _rubric(trigger: _TriggerRow) -> dict:
     return {
-        "type": trigger.get_type_display(),
+        "type": TriggerType(trigger.type).label,
         "pass": trigger.pass_criteria,
         "partial": trigger.partial_criteria,
         "fail": trigger.fail_criteria,
@@ -212,12 +274,13 @@ def item_view(*, assignment: Assignment, study: Study) -> dict:
     if kind == StudyKind.DIALOGUE_AUDIT:
         return _audit_view(assignment)
     # Small separate queries rather than one wide join: cheaper to plan, and only what is shown.
-    trigger = Trigger.objects.select_related("turn").defer("turn__planner").get(pk=item.trigger_id)
-    replies = dict(
-        EvaluationUnit.objects.filter(pk__in=[item.unit_id, item.unit_b_id]).values_list(
-            "pk", "reply"
+    trigger = _trigger(item.trigger_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, reply FROM {EvaluationUnit._meta.db_table} WHERE id IN (%s, %s)",  # noqa: S608
+            [item.unit_id, item.unit_b_id],
         )
-    )
+        replies = dict(cursor.fetchall())
     reply = replies.get(item.unit_id, "")
     view = {"conversation": _conversation(trigger)}
     if kind == StudyKind.PAIRWISE:
@@ -231,7 +294,7 @@ def item_view(*, assignment: Assignment, study: Study) -> dict:
         view["rubric"] = _rubric(trigger)
         view["known"] = list(
             Anchor.objects.filter(
-                dialogue_id=trigger.turn.dialogue_id,
+                dialogue_id=trigger.dialogue_id,
                 disclosed_in__index__lte=trigger.turn.index,
             )
             .order_by("disclosed_in__index", "key")
