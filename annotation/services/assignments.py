@@ -12,7 +12,9 @@ with the item's row locked, and the room on an item is counted *after* its lock 
 new statement sees every commit before it), so two annotators pressing Next at once never
 both take the last place. On PostgreSQL candidate items are locked with ``SKIP LOCKED``: a
 second annotator moves on to the next free item instead of queueing behind the first. SQLite
-runs every transaction IMMEDIATE (settings), which serialises writers outright.
+runs every transaction IMMEDIATE (settings), which serialises writers outright. No
+transaction waits for an item's lock while it holds another item's — an answer commits before
+the next item is handed out — so item locks cannot deadlock.
 
 Idempotency: an answer carries the form's idempotency key (unique); resubmitting the same key
 returns the first answer and changes nothing. Nothing is deleted: an undo retracts the answer
@@ -27,7 +29,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation.kinds import StudyKind
@@ -69,11 +70,6 @@ class SubmitResult:
     following: Assignment | None = None  # with hand_out_next: the rater's next item, if any
 
 
-def _holding(now: datetime) -> Q:
-    """Assignments that take up a place on their item: done, or leased and not yet expired."""
-    return Q(state=AssignmentState.DONE) | Q(state=AssignmentState.LEASED, lease_expires_at__gt=now)
-
-
 def _lock_rater(rater: Rater) -> Rater:
     # of=self: lock the rater's row only, never the study's (every rater of a study shares it).
     return Rater.objects.select_for_update(of=("self",)).select_related("study").get(pk=rater.pk)
@@ -83,13 +79,48 @@ def _lock_item(item_id: int) -> StudyItem:
     return StudyItem.objects.select_for_update().get(pk=item_id)
 
 
-def _places_taken(item_ids: list[int], now: datetime, *, excluding: int | None = None) -> Counter:
-    taken = Assignment.objects.filter(_holding(now), item_id__in=item_ids)
-    if excluding is not None:
-        taken = taken.exclude(pk=excluding)
-    return Counter(
-        dict(taken.values_list("item_id").annotate(n=Count("id")).values_list("item_id", "n"))
+def _places_taken(item_id: int, now: datetime, *, excluding: int | None = None) -> int:
+    """Places taken on the item — done assignments and running leases — ``excluding`` one."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {Assignment._meta.db_table}"  # noqa: S608
+            " WHERE item_id = %s AND id <> %s"
+            " AND (state = %s OR (state = %s AND lease_expires_at > %s))",
+            [
+                item_id,
+                -1 if excluding is None else excluding,
+                AssignmentState.DONE,
+                AssignmentState.LEASED,
+                connection.ops.adapt_datetimefield_value(now),
+            ],
+        )
+        return cursor.fetchone()[0]
+
+
+def _leased(rater: Rater, *, latest_only: bool = False) -> list[Assignment]:
+    """The rater's leased assignments, latest first, each with its item. Two plain statements
+    (usually the first finds nothing): every answer and workspace request asks, and the ORM's
+    join cost more to compose than to run (see ``_first_candidate``)."""
+    held = list(
+        Assignment.objects.raw(
+            f"SELECT * FROM {Assignment._meta.db_table} WHERE rater_id = %s AND state = %s"  # noqa: S608
+            f" ORDER BY leased_at DESC, id DESC{' LIMIT 1' if latest_only else ''}",
+            [rater.pk, AssignmentState.LEASED],
+        )
     )
+    if held:
+        ids = [a.item_id for a in held]
+        items = {
+            item.pk: item
+            for item in StudyItem.objects.raw(
+                f"SELECT * FROM {StudyItem._meta.db_table}"  # noqa: S608
+                f" WHERE id IN ({', '.join(['%s'] * len(ids))})",
+                ids,
+            )
+        }
+        for assignment in held:
+            assignment.item = items[assignment.item_id]
+    return held
 
 
 def _lease(study: Study) -> timedelta:
@@ -184,6 +215,10 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
     current = assignment_current(rater=rater)
     if current is not None and current.lease_expires_at - now > _lease(rater.study) / 2:
         return current  # the common case (a reload, Next on the item shown): nothing to write
+    return _hand_out_in_transaction(rater, now)
+
+
+def _hand_out_in_transaction(rater: Rater, now: datetime) -> Assignment | None:
     with transaction.atomic():
         if connection.vendor == "postgresql":
             # A lease is soft state: should the server crash within the commit delay, the
@@ -196,18 +231,14 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
 def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
     """Next, once the caller holds the rater's row lock inside a transaction."""
     study = rater.study
-    held = list(
-        Assignment.objects.filter(rater=rater, state=AssignmentState.LEASED)
-        .select_related("item")
-        .order_by("-leased_at", "-id")
-    )
-    for assignment in held:
+    holds_an_item_lock = False
+    for assignment in _leased(rater):
         if assignment.lease_expires_at > now:
             return _renew(assignment, study, now)
         # Expired: still theirs unless the item filled up in the meantime.
         item = _lock_item(assignment.item_id)
-        taken = _places_taken([item.pk], now, excluding=assignment.pk)[item.pk]
-        if taken < item.required_answers:
+        holds_an_item_lock = True
+        if _places_taken(item.pk, now, excluding=assignment.pk) < item.required_answers:
             return _renew(assignment, study, now)
         Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
     if study.status != StudyStatus.OPEN:
@@ -219,42 +250,24 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
             # Nothing unlocked. An item another rater's transaction holds at this instant
             # may still have room for this rater once that commits: wait for the first such
             # item rather than report "nothing left" too early (found by the concurrency
-            # test on PostgreSQL). Lock order rater → item, as everywhere: no deadlock.
+            # test on PostgreSQL) — but never while holding another item's lock (a lapsed
+            # lease's, above): two such waits could deadlock.
+            if holds_an_item_lock:
+                return None
             item = _first_candidate(rater, now, skipped=skipped, wait=True)
             if item is None:
                 return None
         # Counted again now that the row is locked: the statement that locked it counted with
         # the snapshot it started from, which may predate a commit it then waited for.
-        taken = _places_taken([item.pk], now)[item.pk]
+        taken = _places_taken(item.pk, now)
         if taken < item.required_answers:
             return _take(rater, item, now, holders=taken)
         skipped.append(item.pk)
 
 
 def assignment_current(*, rater: Rater) -> Assignment | None:
-    """What the rater is on right now, without handing anything out (a page load). Runs on
-    every workspace request, so as two plain statements (the rater's latest lease, then its
-    item) rather than a composed join: see ``_first_candidate``."""
-    current = next(
-        iter(
-            Assignment.objects.raw(
-                f"SELECT * FROM {Assignment._meta.db_table} WHERE rater_id = %s AND state = %s"  # noqa: S608
-                " ORDER BY leased_at DESC, id DESC LIMIT 1",
-                [rater.pk, AssignmentState.LEASED],
-            )
-        ),
-        None,
-    )
-    if current is not None:
-        current.item = next(
-            iter(
-                StudyItem.objects.raw(
-                    f"SELECT * FROM {StudyItem._meta.db_table} WHERE id = %s",  # noqa: S608
-                    [current.item_id],
-                )
-            )
-        )
-    return current
+    """What the rater is on right now, without handing anything out (a page load)."""
+    return next(iter(_leased(rater, latest_only=True)), None)
 
 
 def _time_on_item(elapsed_ms: int | None, assignment: Assignment, now: datetime) -> float:
@@ -275,16 +288,21 @@ def answer_submit(
     now: datetime | None = None,
 ) -> SubmitResult:
     """Record the rater's answer on their item. Idempotent by ``idempotency_key``. With
-    ``hand_out_next``, the rater's next item is handed out in the same transaction (under the
-    same rater lock, one commit) and returned as ``following``; the answer is committed
-    synchronously either way."""
+    ``hand_out_next``, the rater's next item is then handed out (``assignment_next`` without
+    its resume shortcut) and returned as ``following``.
+
+    Two transactions, the answer's committed first: handing out in the answer's own
+    transaction would hold the answered item's lock while waiting for a candidate's, and two
+    annotators who had just answered each other's next candidate deadlocked (the PostgreSQL
+    concurrency test)."""
     now = now or timezone.now()
     with transaction.atomic():
-        rater = _lock_rater(rater)
-        result = _store_answer(rater, item_token, answer, idempotency_key, elapsed_ms, now)
-        if hand_out_next:
-            result.following = _hand_out(rater, now)
-        return result
+        result = _store_answer(
+            _lock_rater(rater), item_token, answer, idempotency_key, elapsed_ms, now
+        )
+    if hand_out_next:
+        result.following = _hand_out_in_transaction(rater, now)
+    return result
 
 
 def _store_answer(
@@ -296,27 +314,45 @@ def _store_answer(
     now: datetime,
 ) -> SubmitResult:
     """The body of ``answer_submit``; the caller holds the rater's row lock."""
-    previous = (
-        Answer.objects.filter(idempotency_key=idempotency_key).select_related("assignment").first()
-    )
+    with connection.cursor() as cursor:  # plain statements on this path: see _leased
+        cursor.execute(
+            f"SELECT an.id, a.rater_id FROM {Answer._meta.db_table} an"  # noqa: S608
+            f" JOIN {Assignment._meta.db_table} a ON a.id = an.assignment_id"
+            " WHERE an.idempotency_key = %s",
+            [idempotency_key],
+        )
+        previous = cursor.fetchone()
     if previous is not None:
-        if previous.assignment.rater_id != rater.pk:
+        if previous[1] != rater.pk:
             raise AnswerRejected("this form was submitted by someone else")
-        return SubmitResult(previous, replayed=True)
+        return SubmitResult(Answer.objects.get(pk=previous[0]), replayed=True)
     if rater.study.status != StudyStatus.OPEN:
         raise AnswerRejected("this study is closed")
     # The rater's own assignment on the item (none: not theirs), with the item's row locked in
     # the same statement. The assignment read with it is current: its state only ever changes
-    # under its rater's lock, which this transaction holds.
-    assignment = (
-        Assignment.objects.select_related("item")
-        .select_for_update(of=("item",))
-        .filter(item__token=item_token, rater=rater)
-        .first()
+    # under its rater's lock, which this transaction holds. The item is read after the lock.
+    lock = "FOR UPDATE OF i" if connection.features.has_select_for_update else ""
+    assignment = next(
+        iter(
+            Assignment.objects.raw(
+                f"SELECT a.* FROM {Assignment._meta.db_table} a"  # noqa: S608
+                f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
+                f" WHERE i.token = %s AND a.rater_id = %s {lock}",
+                [item_token, rater.pk],
+            )
+        ),
+        None,
     )
     if assignment is None:
         raise AnswerRejected("this item is not yours")
-    item = assignment.item
+    item = assignment.item = next(
+        iter(
+            StudyItem.objects.raw(
+                f"SELECT * FROM {StudyItem._meta.db_table} WHERE id = %s",  # noqa: S608
+                [assignment.item_id],
+            )
+        )
+    )
     if assignment.state == AssignmentState.DONE:
         live = assignment.answers.get(retracted_at__isnull=True)
         return SubmitResult(live, replayed=True)
@@ -334,7 +370,7 @@ def _store_answer(
     }
     lapsed = assignment.state == AssignmentState.LAPSED or (
         assignment.lease_expires_at <= now
-        and _places_taken([item.pk], now, excluding=assignment.pk)[item.pk] >= item.required_answers
+        and _places_taken(item.pk, now, excluding=assignment.pk) >= item.required_answers
     )
     if lapsed:
         Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)

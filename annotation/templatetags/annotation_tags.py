@@ -1,4 +1,5 @@
 from dataclasses import dataclass
+from html import escape
 
 from django import template
 from django.forms import BoundField
@@ -53,6 +54,23 @@ def hidden(field: BoundField) -> SafeString:
         )
     return format_html(
         '<input type="hidden" name="{}" value="{}" id="{}">', field.html_name, value, field.auto_id
+    )
+
+
+@register.filter
+def chat_bubbles(messages: list[dict]) -> SafeString:
+    """A conversation's bubbles (``components/chat.html``), the last one marked current. In
+    Python rather than a template loop: a workspace shows up to twenty messages on every
+    request, and Django's loop cost a thousand calls for them. Texts are model and corpus
+    output: escaped (the standard library's ``html.escape``, quotes included), never markup."""
+    last = len(messages) - 1
+    return SafeString(
+        "\n".join(
+            f'<div class="bubble {escape(m["role"])}{" is-current" if n == last else ""}">'
+            f'<div class="who">{"User" if m["role"] == "user" else "Assistant"}</div>'
+            f'<div class="text">{escape(m["text"])}</div></div>'
+            for n, m in enumerate(messages)
+        )
     )
 
 
