@@ -37,6 +37,7 @@ from annotation.models import (
     Study,
     StudyItem,
 )
+from annotation.sql import first_raw
 from benchmark.evaluation.requests import conversation_until
 from benchmark.models import (
     Anchor,
@@ -177,15 +178,11 @@ def undone_answer(*, assignment: Assignment) -> Answer | None:
     """The assignment's latest undone answer, to refill the form with."""
     if getattr(assignment, "fresh", False):
         return None
-    return next(
-        iter(
-            Answer.objects.raw(
-                f"SELECT * FROM {Answer._meta.db_table} WHERE assignment_id = %s"  # noqa: S608
-                " AND retraction_reason = %s ORDER BY retracted_at DESC, id DESC LIMIT 1",
-                [assignment.pk, RetractionReason.UNDO],
-            )
-        ),
-        None,
+    return first_raw(
+        Answer,
+        f"SELECT * FROM {Answer._meta.db_table} WHERE assignment_id = %s"  # noqa: S608
+        " AND retraction_reason = %s ORDER BY retracted_at DESC, id DESC LIMIT 1",
+        [assignment.pk, RetractionReason.UNDO],
     )
 
 

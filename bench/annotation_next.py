@@ -81,6 +81,22 @@ def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
     }
 
 
+def _web_rss_mb(server_pid: int) -> dict[int, float]:
+    """Resident memory (MB) of each gunicorn worker (the server's children)."""
+    rss = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == server_pid:
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return rss
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -408,10 +424,17 @@ def main() -> None:
 
         database = args.database_url.rsplit("/", 1)[1]
         cpu_before: dict[str, float] = {}
+        rss_samples: list[tuple[float, dict[int, float]]] = []
 
         async def measured():
             await asyncio.sleep(args.warmup)
             cpu_before.update(_cpu_snapshot(server.pid, database))
+            # Web workers' memory: once warm, then every tenth of the run, and at the end.
+            step = args.duration / 10
+            for n in range(11):
+                rss_samples.append((n * step, _web_rss_mb(server.pid)))
+                if n < 10:
+                    await asyncio.sleep(step)
 
         async def run_all():
             await asyncio.gather(everyone(), measured())
@@ -459,13 +482,26 @@ def main() -> None:
     )
     for error in tally.errors[:5]:
         print("  error:", error)
+    pids = sorted(rss_samples[0][1]) if rss_samples else []
+    if pids:
+        print("web worker RSS, MB (one column a worker):")
+        for at, sample in rss_samples:
+            print(f"  {at:6.0f} s  " + " ".join(f"{sample.get(pid, 0):6.1f}" for pid in pids))
+    rss_start = sum(rss_samples[0][1].values()) / len(pids) if pids else 0.0
+    rss_end = sum(rss_samples[-1][1].get(pid, 0) for pid in pids) / len(pids) if pids else 0.0
+    growth = max(
+        (rss_samples[-1][1].get(pid, 0) - rss_samples[0][1][pid] for pid in pids), default=0.0
+    )
     print(
         f"RESULT p50_ms={_pct(all_latency, 50):.1f} p95_ms={_pct(all_latency, 95):.1f} "
         f"p99_ms={_pct(all_latency, 99):.1f} answers_per_s={answers_per_s:.1f} "
         f"errors={len(tally.errors)} over_assigned={checks['over_assigned']} lost={lost} "
         f"annotators={args.annotators} think_ms={args.think_ms:.0f} "
         f"think_jitter={args.think_jitter:g} "
-        f"web_cpu_ms_per_request={cpu_per_request:.1f} load_before={load_before.split()[0]}"
+        f"web_cpu_ms_per_request={cpu_per_request:.1f} pg_cpu_ms_per_request="
+        f"{cpu['database'] * 1000 / max(len(all_latency), 1):.1f} "
+        f"web_rss_start_mb={rss_start:.1f} web_rss_end_mb={rss_end:.1f} "
+        f"web_rss_max_growth_mb={growth:.1f} load_before={load_before.split()[0]}"
     )
 
 

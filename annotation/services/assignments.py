@@ -43,6 +43,7 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
+from annotation.sql import first_raw, rater_lock
 from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
@@ -71,8 +72,7 @@ class SubmitResult:
 
 
 def _lock_rater(rater: Rater) -> Rater:
-    # of=self: lock the rater's row only, never the study's (every rater of a study shares it).
-    return Rater.objects.select_for_update(of=("self",)).select_related("study").get(pk=rater.pk)
+    return rater_lock(rater)
 
 
 def _lock_item(item_id: int) -> StudyItem:
@@ -178,7 +178,7 @@ def _first_candidate(
         AssignmentState.LEASED,
         connection.ops.adapt_datetimefield_value(now),
     ]
-    return next(iter(StudyItem.objects.raw(sql, params)), None)
+    return first_raw(StudyItem, sql, params)
 
 
 def _display(item: StudyItem, slot: int) -> dict:
@@ -332,26 +332,19 @@ def _store_answer(
     # the same statement. The assignment read with it is current: its state only ever changes
     # under its rater's lock, which this transaction holds. The item is read after the lock.
     lock = "FOR UPDATE OF i" if connection.features.has_select_for_update else ""
-    assignment = next(
-        iter(
-            Assignment.objects.raw(
-                f"SELECT a.* FROM {Assignment._meta.db_table} a"  # noqa: S608
-                f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
-                f" WHERE i.token = %s AND a.rater_id = %s {lock}",
-                [item_token, rater.pk],
-            )
-        ),
-        None,
+    assignment = first_raw(
+        Assignment,
+        f"SELECT a.* FROM {Assignment._meta.db_table} a"  # noqa: S608
+        f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
+        f" WHERE i.token = %s AND a.rater_id = %s {lock}",
+        [item_token, rater.pk],
     )
     if assignment is None:
         raise AnswerRejected("this item is not yours")
-    item = assignment.item = next(
-        iter(
-            StudyItem.objects.raw(
-                f"SELECT * FROM {StudyItem._meta.db_table} WHERE id = %s",  # noqa: S608
-                [assignment.item_id],
-            )
-        )
+    item = assignment.item = first_raw(
+        StudyItem,
+        f"SELECT * FROM {StudyItem._meta.db_table} WHERE id = %s",  # noqa: S608
+        [assignment.item_id],
     )
     if assignment.state == AssignmentState.DONE:
         live = assignment.answers.get(retracted_at__isnull=True)
