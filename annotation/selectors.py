@@ -33,6 +33,7 @@ from annotation.models import (
     RaterExclusion,
     Study,
     StudyItem,
+    StudyStatus,
 )
 from benchmark.evaluation.requests import conversation_until
 from benchmark.models import Anchor, EvaluationUnit, Judgment, JudgmentState, Trigger, Turn
@@ -107,9 +108,11 @@ def _open_for_rater() -> Subquery:
 
 
 def home_studies(*, user) -> list[Rater]:
-    """The user's studies, newest first, with their own progress (one query)."""
+    """The user's studies, newest first, with their own progress (one query). Archived
+    studies are left out: they are history, not work."""
     return list(
         Rater.objects.filter(user=user)
+        .exclude(study__status=StudyStatus.ARCHIVED)
         .select_related("study")
         .annotate(
             done=Coalesce(_done(OuterRef("pk")), 0),
@@ -316,9 +319,12 @@ def _audit_view(assignment: Assignment) -> dict:
 # --- Staff pages ------------------------------------------------------------------------------
 
 
-def study_list() -> list[Study]:
+def study_list(*, archived: bool = False) -> list[Study]:
+    """The studies in use, or (``archived``) the archived ones instead."""
+    is_archived = Q(status=StudyStatus.ARCHIVED)
+    studies = Study.objects.filter(is_archived) if archived else Study.objects.exclude(is_archived)
     return list(
-        Study.objects.select_related("created_by", "run")
+        studies.select_related("created_by", "run")
         .annotate(
             n_items=Count("items", distinct=True),
             n_raters=Count("raters", distinct=True),

@@ -1,9 +1,12 @@
-"""Creating studies from a selection, and managing their raters.
+"""Creating studies from a selection, managing their raters, archiving and deleting them.
 
 ``check_study_spec`` validates a specification and returns the items it selects; every problem
 is reported against the field it concerns (``StudyInputError.errors``), so the researcher's form
 and the admin can show it in place. ``study_create`` writes the study, its raters and items in
 one transaction: a study is created whole or not at all.
+
+A study that has answers is never deleted (``study_delete`` refuses, and so does the schema):
+``study_archive`` takes it off the annotators' and the staff's lists instead, reversibly.
 """
 
 from __future__ import annotations
@@ -19,7 +22,15 @@ from django.db import transaction
 
 from annotation.heuristics import suggest_failure_mode
 from annotation.kinds import StudyKind, normalise_label, valid_labels
-from annotation.models import Rater, RaterExclusion, Study, StudyItem
+from annotation.models import (
+    Answer,
+    Rater,
+    RaterExclusion,
+    Study,
+    StudyArchiveEvent,
+    StudyItem,
+    StudyStatus,
+)
 from benchmark.models import (
     Condition,
     Dialogue,
@@ -52,6 +63,16 @@ class StudyInputError(Exception):
     def __init__(self, errors: dict[str, list[str]]):
         self.errors = errors
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+
+
+class StudyHasAnswers(Exception):
+    """The study has answers (live or retracted): it may be archived, never deleted."""
+
+    def __init__(self, study: Study, answers: int):
+        self.study, self.answers = study, answers
+        super().__init__(
+            f"{study.name!r} has {answers} answer(s) and cannot be deleted: archive it instead."
+        )
 
 
 @dataclass(frozen=True)
@@ -455,3 +476,51 @@ def rater_exclusion_set(
     return RaterExclusion.objects.create(
         rater=rater, excluded=excluded, by=by, reason=reason.strip()[:2000]
     )
+
+
+@transaction.atomic
+def study_archive(*, study: Study, by: AbstractBaseUser | None) -> StudyArchiveEvent | None:
+    """Archive the study: closed to annotators (no new item, no answer, no undo), off their
+    home page and the staff's study list, still read by the statistics. Recorded (who, when,
+    the status it had); a no-op returning None when it is already archived. Locks the study's
+    row, so two archivings (or an archiving and an unarchiving) do not interleave."""
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    if locked.status == StudyStatus.ARCHIVED:
+        return None
+    event = StudyArchiveEvent.objects.create(
+        study=locked, archived=True, previous_status=locked.status, by=by
+    )
+    Study.objects.filter(pk=study.pk).update(status=StudyStatus.ARCHIVED)
+    study.status = StudyStatus.ARCHIVED
+    return event
+
+
+@transaction.atomic
+def study_unarchive(*, study: Study, by: AbstractBaseUser | None) -> StudyArchiveEvent | None:
+    """Undo ``study_archive``: the study gets back the status it had when it was archived
+    (open or closed). Recorded; a no-op returning None when it is not archived. Same lock."""
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    if locked.status != StudyStatus.ARCHIVED:
+        return None
+    last = locked.archive_events.filter(archived=True).order_by("-at", "-id").first()
+    restored = last.previous_status if last is not None else StudyStatus.CLOSED
+    event = StudyArchiveEvent.objects.create(
+        study=locked, archived=False, previous_status=StudyStatus.ARCHIVED, by=by
+    )
+    Study.objects.filter(pk=study.pk).update(status=restored)
+    study.status = restored
+    return event
+
+
+@transaction.atomic
+def study_delete(*, study: Study) -> None:
+    """Delete a study that has no answer, with its items, raters and leases. Raises
+    ``StudyHasAnswers`` otherwise (nothing is deleted).
+
+    Locks every rater row of the study first: an answer is only ever written with its rater's
+    row locked (``answer_submit``), so none can arrive between the count and the deletion."""
+    list(Rater.objects.select_for_update().filter(study_id=study.pk).values_list("pk"))
+    answers = Answer.objects.filter(assignment__item__study_id=study.pk).count()
+    if answers:
+        raise StudyHasAnswers(study, answers)
+    study.delete()
