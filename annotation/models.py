@@ -1,7 +1,7 @@
 """Human studies: a study of one kind, its items, who works on it (raters), who holds which
 item (assignments, with leases) and every answer ever given.
 
-No answer is ever deleted: an undo soft-retracts the answer (``retracted_at``) and the assignment goes
+No answer is ever deleted: an undo soft-retracts it (``retracted_at``) and the assignment goes
 back to "leased"; answers are PROTECTed, so a study that has any answer (live or retracted)
 cannot be deleted, by the admin, a queryset or ``delete()`` alike: it is archived instead
 (``StudyStatus.ARCHIVED``, reversible, each time recorded in ``StudyArchiveEvent``). A study
