@@ -27,6 +27,7 @@ from annotation.models import (
 )
 from annotation.services.importer import StudyImportError, study_import
 from annotation.services.studies import (
+    INSTRUCTIONS_MAX_CHARS,
     StudyHasAnswers,
     StudyInputError,
     study_archive,
@@ -78,6 +79,12 @@ class StudyAdminForm(forms.ModelForm):
         choices=[(StudyStatus.OPEN, "Open"), (StudyStatus.CLOSED, "Closed")],
         help_text="Closed: annotators can no longer take items or answer. "
         "To take a study off every list, archive it (the button above).",
+    )
+    instructions = forms.CharField(
+        required=False,
+        max_length=INSTRUCTIONS_MAX_CHARS,
+        widget=forms.Textarea,
+        help_text=Study._meta.get_field("instructions").help_text,
     )
 
     class Meta:
@@ -245,7 +252,8 @@ class StudyAdmin(admin.ModelAdmin):
         """Create a study from a selection (all or nothing; errors shown on their fields)."""
         if not self.has_add_permission(request):
             return redirect("admin:index")
-        form = StudyCreateForm(request.POST or None)
+        # Bound on every POST, even an empty one: an empty submission gets its errors too.
+        form = StudyCreateForm(request.POST if request.method == "POST" else None)
         if request.method == "POST" and form.is_valid():
             try:
                 study = study_create(spec=form.to_spec(), created_by=request.user)
