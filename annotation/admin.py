@@ -277,7 +277,8 @@ class StudyAdmin(admin.ModelAdmin):
         """Upload a release study (items + ratings files): same as ``import_study``."""
         if not self.has_add_permission(request):
             return redirect("admin:index")
-        form = StudyImportForm(request.POST or None, request.FILES or None)
+        posted = request.method == "POST"
+        form = StudyImportForm(request.POST if posted else None, request.FILES if posted else None)
         context = {
             **self.admin_site.each_context(request),
             "form": form,

@@ -216,6 +216,8 @@ class MultipleFileField(forms.FileField):
     def clean(self, data, initial=None):
         single = super().clean
         if isinstance(data, list | tuple):
+            if not data and self.required:  # no file at all: the parent never sees one
+                raise forms.ValidationError(self.error_messages["required"], code="required")
             return [single(d, initial) for d in data]
         return [single(data, initial)]
 
