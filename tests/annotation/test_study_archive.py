@@ -4,9 +4,12 @@ recorded and reversible; archived studies are closed to annotators and hidden fr
 and the staff list, and the statistics still read them. A study without answers may be deleted."""
 
 import html
+import threading
+import time
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.db import connections, transaction
 from django.db.models.deletion import ProtectedError
 from django.test import Client
 from django.urls import reverse
@@ -225,6 +228,46 @@ def test_a_study_without_answers_is_deleted_with_its_items_raters_and_leases(
     study_delete(study=study)
     assert counts(study.pk) == (0, 0, 0, 0, 0)
     assert not RaterExclusion.objects.exists() and not StudyArchiveEvent.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_being_written_while_the_study_is_deleted_stops_the_deletion(make_study):
+    """The deletion waits for the rater's lock that every answer is written under, so it sees
+    an answer committed meanwhile and refuses (without the lock, on PostgreSQL it counted no
+    answer and then failed on the foreign key: a 500 instead of the message)."""
+    study = make_study()
+    r = study.raters.order_by("pk").first()
+    held = assignment_next(rater=r)
+    written = threading.Event()
+    outcome = {}
+
+    def answer():
+        try:
+            with transaction.atomic():  # keeps answer_submit's rater lock a moment longer
+                answer_submit(
+                    rater=r, item_token=held.item.token, answer=A, idempotency_key="race-1"
+                )
+                written.set()
+                time.sleep(0.5)
+        finally:
+            connections.close_all()
+
+    def delete():
+        try:
+            written.wait(10)
+            study_delete(study=Study.objects.get(pk=study.pk))
+        except Exception as exc:  # what the deletion raised is the result
+            outcome["error"] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=answer), threading.Thread(target=delete)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert isinstance(outcome.get("error"), StudyHasAnswers), outcome
+    assert counts(study.pk)[0] == 1 and Answer.objects.count() == 1
 
 
 # --- Through the admin ------------------------------------------------------------------------
