@@ -1,19 +1,40 @@
 """Admin for human studies: create a study from a selection (the same form and service as the
-researchers' page), import one from the release, and read everything. Answers, assignments and
-items are read-only and never deleted here; a study that has answers cannot be deleted."""
+researchers' page), import one from the release, archive and unarchive, and read everything.
+Answers, assignments and items are read-only and never deleted here; a study that has answers
+cannot be deleted (its page has no Delete, the bulk action refuses it): it is archived."""
 
+from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count
+from django.contrib.admin.actions import delete_selected
+from django.db import transaction
+from django.db.models import Count, Exists, OuterRef
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from annotation.forms import StudyCreateForm, StudyImportForm
-from annotation.models import Answer, Assignment, Rater, RaterExclusion, Study, StudyItem
+from annotation.models import (
+    Answer,
+    Assignment,
+    Rater,
+    RaterExclusion,
+    Study,
+    StudyArchiveEvent,
+    StudyItem,
+    StudyStatus,
+)
 from annotation.services.importer import StudyImportError, study_import
-from annotation.services.studies import StudyInputError, study_create
+from annotation.services.studies import (
+    INSTRUCTIONS_MAX_CHARS,
+    StudyHasAnswers,
+    StudyInputError,
+    study_archive,
+    study_create,
+    study_delete,
+    study_unarchive,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -40,10 +61,47 @@ class RaterInline(admin.TabularInline):
         return False
 
 
+class ArchiveEventInline(admin.TabularInline):
+    model = StudyArchiveEvent
+    fields = ("archived", "previous_status", "by", "at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "archive history"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class StudyAdminForm(forms.ModelForm):
+    # Archiving is recorded, so it is done by its action and button, never by editing the field.
+    status = forms.ChoiceField(
+        choices=[(StudyStatus.OPEN, "Open"), (StudyStatus.CLOSED, "Closed")],
+        help_text="Closed: annotators can no longer take items or answer. "
+        "To take a study off every list, archive it (the button above).",
+    )
+    instructions = forms.CharField(
+        required=False,
+        max_length=INSTRUCTIONS_MAX_CHARS,
+        widget=forms.Textarea,
+        help_text=Study._meta.get_field("instructions").help_text,
+    )
+
+    class Meta:
+        model = Study
+        fields = ("name", "status", "instructions", "reason_required", "lease_minutes")
+
+
+def _with_answers(queryset):
+    return queryset.filter(Exists(Answer.objects.filter(assignment__item__study=OuterRef("pk"))))
+
+
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
+    form = StudyAdminForm
     list_display = ("name", "kind", "status", "source", "n_items", "created_at", "page_link")
     list_filter = ("kind", "status", "source")
+    actions = ["archive_studies", "unarchive_studies", "delete_studies_without_answers"]
     search_fields = ("name", "instructions")
     readonly_fields = (
         "kind",
@@ -62,8 +120,9 @@ class StudyAdmin(admin.ModelAdmin):
         "lease_minutes",
         *readonly_fields,
     )
-    inlines = [RaterInline]
+    inlines = [RaterInline, ArchiveEventInline]
     change_list_template = "admin/annotation/study/change_list.html"
+    change_form_template = "admin/annotation/study/change_form.html"
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(item_count=Count("items"))
@@ -79,10 +138,93 @@ class StudyAdmin(admin.ModelAdmin):
             reverse("annotation:study_detail", args=[obj.pk]),
         )
 
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.status == StudyStatus.ARCHIVED:
+            return ("status", *self.readonly_fields)
+        return self.readonly_fields
+
+    # --- deleting: only a study without answers ---------------------------------------------
+
     def has_delete_permission(self, request, obj=None):
-        if obj is not None and Assignment.objects.filter(item__study=obj).exists():
+        if obj is not None and _with_answers(Study.objects.filter(pk=obj.pk)).exists():
             return False
         return super().has_delete_permission(request, obj)
+
+    def get_actions(self, request):
+        # Django's own "delete selected" is replaced by one that refuses studies with answers
+        # before its confirmation page.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        if not self.has_delete_permission(request):
+            actions.pop("delete_studies_without_answers", None)
+        return actions
+
+    @admin.action(description="Delete selected studies (only those without answers)")
+    def delete_studies_without_answers(self, request, queryset):
+        refused = list(_with_answers(queryset).order_by("pk"))
+        if refused:
+            names = ", ".join(f"{s.name!r} ({s.pk})" for s in refused)
+            self.message_user(
+                request,
+                f"Nothing deleted: {names} {'has' if len(refused) == 1 else 'have'} answers. "
+                "A study with answers cannot be deleted: archive it instead.",
+                messages.ERROR,
+            )
+            return None
+        try:
+            with transaction.atomic():
+                return delete_selected(self, request, queryset)
+        except StudyHasAnswers as exc:  # an answer arrived after the confirmation page
+            self.message_user(request, f"Nothing deleted: {exc}", messages.ERROR)
+            return None
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # A study's items, leases and exclusion records go with it (their own admins refuse to
+        # delete them one by one): the permission that counts is the study's.
+        perms_needed -= {
+            str(model._meta.verbose_name) for model in (StudyItem, Assignment, RaterExclusion)
+        }
+        return deleted, counts, perms_needed, protected
+
+    def delete_model(self, request, obj):
+        study_delete(study=obj)
+
+    def delete_queryset(self, request, queryset):
+        for study in queryset:
+            study_delete(study=study)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except StudyHasAnswers as exc:  # an answer arrived after the confirmation page
+            self.message_user(request, str(exc), messages.ERROR)
+            return redirect("admin:annotation_study_change", object_id)
+
+    # --- archiving -------------------------------------------------------------------------
+
+    @admin.action(description="Archive selected studies")
+    def archive_studies(self, request, queryset):
+        done = [s for s in queryset if study_archive(study=s, by=request.user)]
+        self.message_user(request, f"{len(done)} study(ies) archived.")
+
+    @admin.action(description="Unarchive selected studies")
+    def unarchive_studies(self, request, queryset):
+        done = [s for s in queryset if study_unarchive(study=s, by=request.user)]
+        self.message_user(request, f"{len(done)} study(ies) unarchived.")
+
+    def archive_view(self, request: HttpRequest, study_id: int, archived: bool) -> HttpResponse:
+        """The Archive / Unarchive button on a study's page (POST only; GET goes back)."""
+        study = get_object_or_404(Study, pk=study_id)
+        if request.method == "POST" and self.has_change_permission(request, study):
+            if archived:
+                done = study_archive(study=study, by=request.user)
+            else:
+                done = study_unarchive(study=study, by=request.user)
+            if done:
+                what = "archived" if archived else f"unarchived ({study.get_status_display()})"
+                self.message_user(request, f"Study {study.pk} {what}.")
+        return redirect("admin:annotation_study_change", study_id)
 
     def get_urls(self):
         return [
@@ -91,6 +233,18 @@ class StudyAdmin(admin.ModelAdmin):
                 self.admin_site.admin_view(self.import_view),
                 name="annotation_study_import",
             ),
+            path(
+                "<int:study_id>/archive/",
+                self.admin_site.admin_view(self.archive_view),
+                {"archived": True},
+                name="annotation_study_archive",
+            ),
+            path(
+                "<int:study_id>/unarchive/",
+                self.admin_site.admin_view(self.archive_view),
+                {"archived": False},
+                name="annotation_study_unarchive",
+            ),
             *super().get_urls(),
         ]
 
@@ -98,7 +252,8 @@ class StudyAdmin(admin.ModelAdmin):
         """Create a study from a selection (all or nothing; errors shown on their fields)."""
         if not self.has_add_permission(request):
             return redirect("admin:index")
-        form = StudyCreateForm(request.POST or None)
+        # Bound on every POST, even an empty one: an empty submission gets its errors too.
+        form = StudyCreateForm(request.POST if request.method == "POST" else None)
         if request.method == "POST" and form.is_valid():
             try:
                 study = study_create(spec=form.to_spec(), created_by=request.user)
@@ -122,7 +277,8 @@ class StudyAdmin(admin.ModelAdmin):
         """Upload a release study (items + ratings files): same as ``import_study``."""
         if not self.has_add_permission(request):
             return redirect("admin:index")
-        form = StudyImportForm(request.POST or None, request.FILES or None)
+        posted = request.method == "POST"
+        form = StudyImportForm(request.POST if posted else None, request.FILES if posted else None)
         context = {
             **self.admin_site.each_context(request),
             "form": form,

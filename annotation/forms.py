@@ -20,7 +20,7 @@ from annotation.kinds import (
 from annotation.models import Assignment, Study
 from annotation.roles import ANNOTATOR, RESEARCHER
 from annotation.services.assignments import AnswerInput
-from annotation.services.studies import StudySpec
+from annotation.services.studies import INSTRUCTIONS_MAX_CHARS, MAX_ITEMS, SEED_MAX, StudySpec
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
 
 VERDICTS = (("PASS", "Pass"), ("PARTIAL", "Partial"), ("FAIL", "Fail"))
@@ -46,6 +46,34 @@ COMMON_FIELDS = (
 TAIL_FIELDS = ("max_items", "seed", "gold")
 
 
+# The largest id either database can compare with (a 64-bit integer).
+LARGEST_ID = 2**63 - 1
+
+
+class ModelIdsField(forms.ModelMultipleChoiceField):
+    """A multiple choice of rows by id. A value no id can be is refused before the query (a
+    400-digit number made the ``IN`` lookup raise OverflowError on SQLite: a 500), and an id
+    in other digits (Arabic-Indic, full-width) is read as the number it writes, as Django's
+    single-choice and integer fields read it, rather than refused as an unknown choice."""
+
+    def _check_values(self, value):
+        ids = []
+        for pk in value:
+            try:
+                number = int(str(pk))
+            except ValueError:
+                ids.append(pk)  # not a number at all: the parent names it as an invalid value
+                continue
+            if not 0 < number <= LARGEST_ID:
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"],
+                    code="invalid_pk_value",
+                    params={"pk": str(pk)[:40]},
+                )
+            ids.append(str(number))
+        return super()._check_values(ids)
+
+
 def annotator_choices(*groups: str):
     """Active members of the given role groups (default: annotators)."""
     return (
@@ -63,6 +91,7 @@ class StudyCreateForm(forms.Form):
     )
     instructions = forms.CharField(
         required=False,
+        max_length=INSTRUCTIONS_MAX_CHARS,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="Shown above every item. Same rule as the name.",
     )
@@ -82,10 +111,8 @@ class StudyCreateForm(forms.Form):
         initial=30,
         help_text="An item held this long without an answer may go to someone else.",
     )
-    annotators = forms.ModelMultipleChoiceField(
-        queryset=annotator_choices(), widget=forms.CheckboxSelectMultiple
-    )
-    adjudicators = forms.ModelMultipleChoiceField(
+    annotators = ModelIdsField(queryset=annotator_choices(), widget=forms.CheckboxSelectMultiple)
+    adjudicators = ModelIdsField(
         queryset=annotator_choices(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
@@ -97,7 +124,7 @@ class StudyCreateForm(forms.Form):
         required=False,
         help_text="The evaluation run the replies come from.",
     )
-    endpoints = forms.ModelMultipleChoiceField(
+    endpoints = ModelIdsField(
         queryset=ModelEndpoint.objects.all(),
         required=False,
         label="Models",
@@ -116,12 +143,16 @@ class StudyCreateForm(forms.Form):
     )
     max_items = forms.IntegerField(
         min_value=1,
+        max_value=MAX_ITEMS,
         required=False,
         label="At most this many items",
         help_text="A seeded random sample; empty = every item of the selection.",
     )
     seed = forms.IntegerField(
-        min_value=0, required=False, help_text="For the sample and the order (empty = random)."
+        min_value=0,
+        max_value=SEED_MAX,
+        required=False,
+        help_text="For the sample and the order (empty = random).",
     )
     gold = forms.CharField(
         required=False,
@@ -185,6 +216,8 @@ class MultipleFileField(forms.FileField):
     def clean(self, data, initial=None):
         single = super().clean
         if isinstance(data, list | tuple):
+            if not data and self.required:  # no file at all: the parent never sees one
+                raise forms.ValidationError(self.error_messages["required"], code="required")
             return [single(d, initial) for d in data]
         return [single(data, initial)]
 

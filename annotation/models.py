@@ -1,10 +1,13 @@
 """Human studies: a study of one kind, its items, who works on it (raters), who holds which
 item (assignments, with leases) and every answer ever given.
 
-Nothing is deleted: an undo soft-retracts the answer (``retracted_at``) and the assignment goes
-back to "leased"; answers, assignments and items are PROTECTed, so a study that has answers
-cannot be deleted by accident. Invariants the database enforces: one assignment per (item,
-rater), at most one live (unretracted) answer per assignment, one idempotency key per answer.
+No answer is ever deleted: an undo soft-retracts it (``retracted_at``) and the assignment goes
+back to "leased"; answers are PROTECTed, so a study that has any answer (live or retracted)
+cannot be deleted, by the admin, a queryset or ``delete()`` alike: it is archived instead
+(``StudyStatus.ARCHIVED``, reversible, each time recorded in ``StudyArchiveEvent``). A study
+without answers may be deleted, and its items, raters and leases go with it. Invariants the
+database enforces: one assignment per (item, rater), at most one live (unretracted) answer per
+assignment, one idempotency key per answer.
 
 Blinding: an item carries its sources (dialogue, trigger, units, disagreement) for the server
 only. Annotators see items through opaque random tokens; which side of a pair is which condition,
@@ -30,6 +33,9 @@ def new_token() -> str:
 class StudyStatus(models.TextChoices):
     OPEN = "open", "Open"
     CLOSED = "closed", "Closed"
+    # Closed to annotators (like CLOSED) and hidden from their pages and the staff list, but
+    # read by the statistics. Only ``study_archive`` / ``study_unarchive`` move a study in or out.
+    ARCHIVED = "archived", "Archived"
 
 
 class StudySource(models.TextChoices):
@@ -147,6 +153,26 @@ class RaterExclusion(models.Model):
         return f"{self.rater} {'excluded' if self.excluded else 'included'} at {self.at:%Y-%m-%d}"
 
 
+class StudyArchiveEvent(models.Model):
+    """The record of every archiving and unarchiving of a study (the latest row explains the
+    current state; ``previous_status`` is what unarchiving gives back)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="archive_events")
+    archived = models.BooleanField(help_text="True: archived from then on; False: unarchived.")
+    previous_status = models.CharField(
+        max_length=8, choices=StudyStatus.choices, help_text="The study's status before."
+    )
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        what = "archived" if self.archived else "unarchived"
+        return f"{self.study} {what} at {self.at:%Y-%m-%d %H:%M}"
+
+
 class StudyItem(models.Model):
     """One thing to answer. ``required_answers`` is k (every rater for a gold item; 3 for an
     audit whose two auditors split); ``completed_answers`` counts live answers and is only
@@ -245,10 +271,14 @@ class AssignmentRole(models.TextChoices):
 class Assignment(models.Model):
     """An item held by a rater. A leased assignment counts towards the item's k while its lease
     runs; a done one for good. ``display`` is what this rater is shown (side order, judge
-    order, the suggested label), fixed when the item is first handed out."""
+    order, the suggested label), fixed when the item is first handed out.
 
-    item = models.ForeignKey(StudyItem, on_delete=models.PROTECT, related_name="assignments")
-    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="assignments")
+    CASCADE from the item and the rater: deleting a study takes its leases with it, while its
+    answers (PROTECT below) stop the whole deletion. So "a study with answers cannot be
+    deleted" is the schema's rule, not only the admin's."""
+
+    item = models.ForeignKey(StudyItem, on_delete=models.CASCADE, related_name="assignments")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="assignments")
     state = models.CharField(
         max_length=8, choices=AssignmentState.choices, default=AssignmentState.LEASED
     )

@@ -36,6 +36,7 @@ from annotation.models import (
     RetractionReason,
     Study,
     StudyItem,
+    StudyStatus,
 )
 from annotation.sql import first_raw
 from benchmark.evaluation.requests import conversation_until
@@ -119,9 +120,11 @@ def _open_for_rater() -> Subquery:
 
 
 def home_studies(*, user) -> list[Rater]:
-    """The user's studies, newest first, with their own progress (one query)."""
+    """The user's studies, newest first, with their own progress (one query). Archived
+    studies are left out: they are history, not work."""
     return list(
         Rater.objects.filter(user=user)
+        .exclude(study__status=StudyStatus.ARCHIVED)
         .select_related("study")
         .annotate(
             done=Coalesce(_done(OuterRef("pk")), 0),
@@ -376,9 +379,12 @@ def _audit_view(assignment: Assignment) -> dict:
 # --- Staff pages ------------------------------------------------------------------------------
 
 
-def study_list() -> list[Study]:
+def study_list(*, archived: bool = False) -> list[Study]:
+    """The studies in use, or (``archived``) the archived ones instead."""
+    is_archived = Q(status=StudyStatus.ARCHIVED)
+    studies = Study.objects.filter(is_archived) if archived else Study.objects.exclude(is_archived)
     return list(
-        Study.objects.select_related("created_by", "run")
+        studies.select_related("created_by", "run")
         .annotate(
             n_items=Count("items", distinct=True),
             n_raters=Count("raters", distinct=True),

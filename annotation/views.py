@@ -183,7 +183,12 @@ def item_detail(request: HttpRequest, study_id: int, token: str) -> HttpResponse
 @staff_like_required
 @require_GET
 def study_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotation/study_list.html", {"studies": selectors.study_list()})
+    archived = request.GET.get("archived") == "1"
+    return render(
+        request,
+        "annotation/study_list.html",
+        {"studies": selectors.study_list(archived=archived), "archived": archived},
+    )
 
 
 @staff_like_required

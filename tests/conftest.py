@@ -32,6 +32,13 @@ def annotator(django_user_model):
 
 
 @pytest.fixture
+def study_rater(django_user_model):
+    """An annotator who is (once a test adds them to one) a rater in a study: the annotator
+    persona above is in none."""
+    return _user(django_user_model, "ravi-rater", group=ANNOTATOR)
+
+
+@pytest.fixture
 def outsider(django_user_model):
     """Logged in, but in no role group."""
     return _user(django_user_model, "otto-outsider")

@@ -1,9 +1,12 @@
-"""Creating studies from a selection, and managing their raters.
+"""Creating studies from a selection, managing their raters, archiving and deleting them.
 
 ``check_study_spec`` validates a specification and returns the items it selects; every problem
 is reported against the field it concerns (``StudyInputError.errors``), so the researcher's form
 and the admin can show it in place. ``study_create`` writes the study, its raters and items in
 one transaction: a study is created whole or not at all.
+
+A study that has answers is never deleted (``study_delete`` refuses, and so does the schema):
+``study_archive`` takes it off the annotators' and the staff's lists instead, reversibly.
 """
 
 from __future__ import annotations
@@ -19,7 +22,15 @@ from django.db import transaction
 
 from annotation.heuristics import suggest_failure_mode
 from annotation.kinds import StudyKind, normalise_label, valid_labels
-from annotation.models import Rater, RaterExclusion, Study, StudyItem
+from annotation.models import (
+    Answer,
+    Rater,
+    RaterExclusion,
+    Study,
+    StudyArchiveEvent,
+    StudyItem,
+    StudyStatus,
+)
 from benchmark.models import (
     Condition,
     Dialogue,
@@ -44,6 +55,12 @@ UNIT_KINDS = (
 )
 # Words that would tell an annotator which condition a reply comes from.
 CONDITION_WORDS = ("vanilla", "rubric-injected", "rubric_injected", "rubric injected")
+NAME_MAX_CHARS = Study._meta.get_field("name").max_length
+INSTRUCTIONS_MAX_CHARS = 10_000  # shown above every item: a page, not a book
+LEASE_MAX_MINUTES = 24 * 60
+MAX_ITEMS = 1_000_000
+SEED_MAX = 2**32 - 1  # what a random seed is drawn from (``secrets.randbits(32)``)
+GOLD_ERRORS_SHOWN = 20
 
 
 class StudyInputError(Exception):
@@ -52,6 +69,16 @@ class StudyInputError(Exception):
     def __init__(self, errors: dict[str, list[str]]):
         self.errors = errors
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+
+
+class StudyHasAnswers(Exception):
+    """The study has answers (live or retracted): it may be archived, never deleted."""
+
+    def __init__(self, study: Study, answers: int):
+        self.study, self.answers = study, answers
+        super().__init__(
+            f"{study.name!r} has {answers} answer(s) and cannot be deleted: archive it instead."
+        )
 
 
 @dataclass(frozen=True)
@@ -249,31 +276,46 @@ EMPTY_SELECTION = {
 # --- Checks -----------------------------------------------------------------------------------
 
 
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _parse_gold(
     spec: StudySpec, drafts: dict[str, ItemDraft], errors: dict[str, list[str]]
 ) -> dict[str, str]:
     gold: dict[str, str] = {}
     allowed = ", ".join(valid_labels(spec.kind))
+    problems: list[str] = []
     for number, raw in enumerate(spec.gold.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.rsplit(None, 1)
         if len(parts) != 2:
-            errors["gold"].append(f"Line {number}: write the item key, a space, the answer.")
+            problems.append(f"Line {number}: write the item key, a space, the answer.")
             continue
         key, answer = parts
         expected = normalise_label(spec.kind, answer)
         if key not in drafts:
-            errors["gold"].append(f"Line {number}: no item of this selection has key {key!r}.")
+            problems.append(f"Line {number}: no item of this selection has key {_cut(key)!r}.")
         elif key in gold:
-            errors["gold"].append(f"Line {number}: {key!r} is given twice.")
+            problems.append(f"Line {number}: {_cut(key)!r} is given twice.")
         elif expected is None:
-            errors["gold"].append(
-                f"Line {number}: the expected answer must be one of {allowed} (got {answer!r})."
+            problems.append(
+                f"Line {number}: the expected answer must be one of {allowed} "
+                f"(got {_cut(answer)!r})."
             )
         else:
             gold[key] = expected
+    # Every bad line is counted, the first few are shown: a pasted file of the wrong kind must
+    # give a readable message, not a page per line.
+    if problems:
+        errors["gold"] += problems[:GOLD_ERRORS_SHOWN]
+    if len(problems) > GOLD_ERRORS_SHOWN:
+        errors["gold"].append(
+            f"… and {len(problems) - GOLD_ERRORS_SHOWN:,} more lines with problems "
+            f"({len(problems):,} in all)."
+        )
     return gold
 
 
@@ -285,12 +327,28 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
         raise StudyInputError({"kind": [f"Unknown study kind {spec.kind!r}."]})
     if not spec.name.strip():
         errors["name"].append("Give the study a name.")
+    # The forms check these too; the service must not rely on them (a NUL or an over-long name
+    # is a database error on PostgreSQL, not a message).
+    for field_name, limit in (("name", NAME_MAX_CHARS), ("instructions", INSTRUCTIONS_MAX_CHARS)):
+        text = getattr(spec, field_name)
+        if len(text.strip()) > limit:
+            errors[field_name].append(f"At most {limit:,} characters ({len(text):,} given).")
+        if "\x00" in text:
+            errors[field_name].append("Remove the NUL character(s).")
+    if "\x00" in spec.gold:
+        errors["gold"].append("Remove the NUL character(s).")
     if not 1 <= spec.overlap <= 20:
         errors["overlap"].append("Annotators per item must be between 1 and 20.")
-    if spec.lease_minutes < 1:
-        errors["lease_minutes"].append("The lease must be at least one minute.")
-    if spec.max_items is not None and spec.max_items < 1:
-        errors["max_items"].append("Leave empty for every item, or give a positive number.")
+    if not 1 <= spec.lease_minutes <= LEASE_MAX_MINUTES:
+        errors["lease_minutes"].append(
+            f"The lease must be between one minute and {LEASE_MAX_MINUTES} (a day)."
+        )
+    if spec.max_items is not None and not 1 <= spec.max_items <= MAX_ITEMS:
+        errors["max_items"].append(
+            f"Leave empty for every item, or give a number from 1 to {MAX_ITEMS:,}."
+        )
+    if spec.seed is not None and not 0 <= spec.seed <= SEED_MAX:
+        errors["seed"].append(f"Leave empty for a random seed, or give 0 to {SEED_MAX}.")
     annotators = list(dict.fromkeys(spec.annotators))
     if not annotators:
         errors["annotators"].append("Choose at least one annotator.")
@@ -317,6 +375,16 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
         if missing:
             errors["run"].append(
                 f"This run has no {' or '.join(sorted(missing))} replies to compare."
+            )
+    if spec.kind in UNIT_KINDS and spec.run is not None and spec.endpoints:
+        # A model the run did not evaluate selects nothing: say so on the field, rather than
+        # silently leaving it out (or blaming the run when it was the only one chosen).
+        of_run = set(spec.run.endpoints.values_list("pk", flat=True))
+        stray = sorted(e.name for e in spec.endpoints if e.pk not in of_run)
+        if stray:
+            errors["endpoints"].append(
+                f"Not a model of this run: {', '.join(stray[:5])}"
+                + (f" and {len(stray) - 5} more." if len(stray) > 5 else ".")
             )
     if spec.kind == StudyKind.FAILURE_MODE and spec.run and spec.run.primary_judge_id is None:
         errors["run"].append("This run has no primary judge, so no reply has failed.")
@@ -455,3 +523,51 @@ def rater_exclusion_set(
     return RaterExclusion.objects.create(
         rater=rater, excluded=excluded, by=by, reason=reason.strip()[:2000]
     )
+
+
+@transaction.atomic
+def study_archive(*, study: Study, by: AbstractBaseUser | None) -> StudyArchiveEvent | None:
+    """Archive the study: closed to annotators (no new item, no answer, no undo), off their
+    home page and the staff's study list, still read by the statistics. Recorded (who, when,
+    the status it had); a no-op returning None when it is already archived. Locks the study's
+    row, so two archivings (or an archiving and an unarchiving) do not interleave."""
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    if locked.status == StudyStatus.ARCHIVED:
+        return None
+    event = StudyArchiveEvent.objects.create(
+        study=locked, archived=True, previous_status=locked.status, by=by
+    )
+    Study.objects.filter(pk=study.pk).update(status=StudyStatus.ARCHIVED)
+    study.status = StudyStatus.ARCHIVED
+    return event
+
+
+@transaction.atomic
+def study_unarchive(*, study: Study, by: AbstractBaseUser | None) -> StudyArchiveEvent | None:
+    """Undo ``study_archive``: the study gets back the status it had when it was archived
+    (open or closed). Recorded; a no-op returning None when it is not archived. Same lock."""
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    if locked.status != StudyStatus.ARCHIVED:
+        return None
+    last = locked.archive_events.filter(archived=True).order_by("-at", "-id").first()
+    restored = last.previous_status if last is not None else StudyStatus.CLOSED
+    event = StudyArchiveEvent.objects.create(
+        study=locked, archived=False, previous_status=StudyStatus.ARCHIVED, by=by
+    )
+    Study.objects.filter(pk=study.pk).update(status=restored)
+    study.status = restored
+    return event
+
+
+@transaction.atomic
+def study_delete(*, study: Study) -> None:
+    """Delete a study that has no answer, with its items, raters and leases. Raises
+    ``StudyHasAnswers`` otherwise (nothing is deleted).
+
+    Locks every rater row of the study first: an answer is only ever written with its rater's
+    row locked (``answer_submit``), so none can arrive between the count and the deletion."""
+    list(Rater.objects.select_for_update().filter(study_id=study.pk).values_list("pk"))
+    answers = Answer.objects.filter(assignment__item__study_id=study.pk).count()
+    if answers:
+        raise StudyHasAnswers(study, answers)
+    study.delete()

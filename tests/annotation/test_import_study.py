@@ -178,3 +178,12 @@ def test_the_admin_imports_the_same_files(client_for, admin_user, tmp_path):
     )
     assert "nothing was written" in bad.content.decode()
     assert Study.objects.count() == 1
+
+
+def test_the_admin_import_names_the_missing_files_of_an_empty_submission(client_for, admin_user):
+    """Before, an empty POST was treated as no POST: the blank form again, and not a word why."""
+    response = client_for(admin_user).post(reverse("admin:annotation_study_import"), {})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert set(response.context["form"].errors) == {"kind", "items", "ratings"}, html
+    assert not Study.objects.exists()

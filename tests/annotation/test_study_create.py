@@ -120,12 +120,12 @@ def test_bad_input_is_named_on_its_field_and_nothing_is_written(
     run, make_annotators, fields, field, fragment
 ):
     fields = dict(fields)
-    if fields.get("endpoints") == "none":
-        fields["endpoints"] = [
-            ModelEndpoint.objects.create(
-                name="unused", display_name="U", provider="replay", model_name="u"
-            )
-        ]
+    if fields.get("endpoints") == "none":  # a model of the run that replied to nothing
+        unused = ModelEndpoint.objects.create(
+            name="unused", display_name="U", provider="replay", model_name="u"
+        )
+        run.endpoints.add(unused)
+        fields["endpoints"] = [unused]
     people = fields.pop("annotators", None)
     run = fields.pop("run", run)
     errors = errors_of(

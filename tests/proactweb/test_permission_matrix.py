@@ -1,5 +1,7 @@
 """The permission matrix, generated from the URLconf: every named URL × (anonymous, annotator,
-researcher, staff) → the expected status of a GET.
+rater, researcher, staff) → the expected status of a GET. The annotator is a rater in no study;
+the rater is an annotator who is a rater in one study, and the annotation URLs are asked for with
+that study and the rater's own item (so their pages are 200, and nobody else's).
 
 Every URL name the project serves must match a row of ``EXPECTED`` below: a new URL without
 one fails this test, naming it. URL arguments are real objects (the demo data plus one of every
@@ -7,6 +9,9 @@ other model the admin shows), so a change page is the page of an existing row.
 
 Statuses: 302 to a login page for the anonymous; 404 (not 403) for a logged-in user below the
 bar, so staff URLs are not revealed; the admin sends every non-staff user to its login page.
+
+``test_a_rater_reaches_their_own_items_only`` then asks every annotation URL that names a study
+again, as the rater, with another rater's item of the same study and with another study.
 """
 
 import io
@@ -23,8 +28,9 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token, TokenProxy
 
 from annotation.kinds import StudyKind, valid_labels
-from annotation.models import RaterExclusion, Study
+from annotation.models import Answer, Assignment, RaterExclusion, Study, StudyArchiveEvent
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
+from annotation.services.studies import StudySpec, study_archive, study_create
 from benchmark.evaluation import runs
 from benchmark.models import (
     AuditAction,
@@ -42,13 +48,16 @@ from stats.models import ExternalBenchmarkScore
 
 pytestmark = pytest.mark.django_db
 
-ROLES = ("anonymous", "annotator", "researcher", "staff")
+ROLES = ("anonymous", "annotator", "rater", "researcher", "staff")
 LOGIN = "302 to a login page"  # the site's or the admin's; any other 302 is written as 302
 NOT_FOUND, OK = 404, 200
+_UNSET = object()
 
 
-def row(anonymous, annotator, researcher, staff):
-    return dict(zip(ROLES, (anonymous, annotator, researcher, staff), strict=True))
+def row(anonymous, annotator, researcher, staff, *, rater=_UNSET):
+    """A rater is an annotator: the same status unless the row says otherwise."""
+    rater = annotator if rater is _UNSET else rater
+    return dict(zip(ROLES, (anonymous, annotator, rater, researcher, staff), strict=True))
 
 
 STAFF_LIKE = row(LOGIN, NOT_FOUND, OK, OK)
@@ -65,10 +74,10 @@ EXPECTED: dict[str, dict[str, int]] = {
     "benchmark:dialogue_list": STAFF_LIKE,
     "benchmark:dialogue_detail": STAFF_LIKE,
     "annotation:home": row(LOGIN, OK, OK, OK),
-    # Workspaces: only a study's own raters reach it (the demo studies' raters are the demo
-    # annotators, none of the roles here), anyone else's study is a 404; actions are POST only.
-    "annotation:workspace": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND),
-    "annotation:item": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND),
+    # Workspaces: only a study's own raters reach it (asked for with the rater's study and their
+    # own item), anyone else is a 404, staff included; actions are POST only.
+    "annotation:workspace": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
+    "annotation:item": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
     r"annotation:(next|undo|answer)": row(LOGIN, 405, 405, 405),
     # Running studies is staff work (admin or researcher).
     "annotation:study_list": STAFF_LIKE,
@@ -76,6 +85,10 @@ EXPECTED: dict[str, dict[str, int]] = {
     "annotation:study_detail": STAFF_LIKE,
     "annotation:rater_exclusion": row(LOGIN, NOT_FOUND, 405, 405),
     "admin:annotation_study_import": ADMIN,
+    # Archive / Unarchive buttons: POST only; a GET goes back to the study's page.
+    r"admin:annotation_study_(archive|unarchive)": row(LOGIN, LOGIN, LOGIN, 302),
+    # Asked for with the rater's study, which has answers: never deleted, only archived.
+    "admin:annotation_study_delete": ADMIN_READ_ONLY_ADD,
     "stats:dashboard": STAFF_LIKE,
     "stats:benchmark_scores": STAFF_LIKE,
     # The human-study tables need ?study= (annotation studies): 400 with the reason, not 500.
@@ -134,8 +147,10 @@ def _expectation(name: str) -> dict[str, int] | None:
 
 
 @pytest.fixture
-def world(admin_user, researcher, annotator, django_user_model):
-    """The demo data, and at least one row of every model the admin shows."""
+def world(admin_user, researcher, annotator, study_rater, django_user_model):
+    """The demo data, at least one row of every model the admin shows, and the rater's study:
+    a direct rating over the demo run, k = 1, its raters the rater and the demo's annotator1,
+    who has answered one item and holds another; the rater holds one."""
     # With its users: the demo studies belong to the demo annotators, none of the roles below.
     call_command("load_demo", stdout=io.StringIO())
     run = EvaluationRun.objects.get()
@@ -177,11 +192,45 @@ def world(admin_user, researcher, annotator, django_user_model):
     )
     AccessLog.objects.create(username="someone", ip_address="127.0.0.1", user_agent="t")
     AccessFailureLog.objects.create(username="someone", ip_address="127.0.0.1", user_agent="t")
+    colleague = django_user_model.objects.get(username="annotator1")
+    rater_study = study_create(
+        spec=StudySpec(
+            kind=StudyKind.DIRECT_RATING,
+            name="Rate these replies",
+            annotators=[study_rater, colleague],
+            overlap=1,
+            run=run,
+            max_items=4,
+            seed=7,
+        ),
+        created_by=admin_user,
+    )
+    raters = {r.user_id: r for r in rater_study.raters.all()}
+    theirs = assignment_next(rater=raters[colleague.pk])
+    answer_submit(
+        rater=raters[colleague.pk],
+        item_token=theirs.item.token,
+        answer=AnswerInput(label="PASS", confidence=4, note="fine"),
+        idempotency_key="matrix-2",
+    )
+    held_by_colleague = assignment_next(rater=raters[colleague.pk])
+    own = assignment_next(rater=raters[study_rater.pk])
+    other_study = Study.objects.filter(kind=StudyKind.PAIRWISE).exclude(pk=rater_study.pk).get()
+    other_item = assignment_next(rater=other_study.raters.order_by("pk").first()).item
+    # One archived study, so the archive history has a row.
+    study_archive(study=Study.objects.get(kind=StudyKind.FAILURE_MODE), by=admin_user)
+    assert StudyArchiveEvent.objects.exists()
     return {
         "anonymous": None,
         "annotator": annotator,
+        "rater": study_rater,
         "researcher": researcher,
         "staff": admin_user,
+        "rater_study": rater_study,
+        "own_item": own.item,
+        "colleagues_item": held_by_colleague.item,
+        "other_study": other_study,
+        "other_item": other_item,
     }
 
 
@@ -192,11 +241,14 @@ def _object_pk(model):
     return None if obj is None else obj.pk
 
 
-def _url(name: str, pattern: URLPattern, models: dict[str, type]) -> str:
+def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -> str:
     """Reverse a URL name with real objects for its arguments."""
     params = list(pattern.pattern.regex.groupindex)
     if not pattern.pattern.regex.groups:
         return reverse(name)
+    study = world["rater_study"]
+    if name == "admin:annotation_study_delete":
+        return reverse(name, args=[study.pk])
     match = re.fullmatch(r"admin:(\w+?)_([a-z0-9]+)_(password_change|change|delete|history)", name)
     if match:
         model = models[f"{match.group(1)}.{match.group(2)}"]
@@ -217,8 +269,7 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type]) -> str:
         "admin:benchmark_evaluationrun_action": [run.pk, "resume"],
         "stats_api:raw-export": ["judgments", "csv"],
     }
-    study = Study.objects.order_by("pk").first()
-    item = study.items.order_by("pk").first()
+    item = world["own_item"]
     rater = study.raters.order_by("pk").first()
     by_name |= {
         "annotation:workspace": [study.pk],
@@ -228,6 +279,8 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type]) -> str:
         "annotation:answer": [study.pk, item.token],
         "annotation:study_detail": [study.pk],
         "annotation:rater_exclusion": [study.pk, rater.pk],
+        "admin:annotation_study_archive": [study.pk],
+        "admin:annotation_study_unarchive": [study.pk],
     }
     assert name in by_name, f"{name} takes {params}: say which real object to use"
     return reverse(name, args=by_name[name])
@@ -246,7 +299,7 @@ def test_every_url_has_an_expected_status_for_every_role(world):
     failures = []
     checked = 0
     for name, pattern in patterns:
-        url = _url(name, pattern, models)
+        url = _url(name, pattern, models, world)
         for role in ROLES:
             client = Client()
             if world[role] is not None:
@@ -261,18 +314,77 @@ def test_every_url_has_an_expected_status_for_every_role(world):
                 where = f" to {response['Location']}" if response.status_code == 302 else ""
                 failures.append(f"{role:<10} GET {url} ({name}): {got}{where}, expected {expected}")
     assert not failures, "\n".join(failures)
-    assert checked >= 4 * 150  # every admin model's pages, and the site's
+    assert checked >= len(ROLES) * 150  # every admin model's pages, and the site's
 
 
 def test_annotators_reach_nothing_of_the_staff_side(world):
     """The matrix's promise for annotators, stated on its own: of everything the project serves,
     an annotator gets a page only from their own work page, the login page, the health check
-    and the admin's login form; everything else is 404, a redirect to a login page, or 405."""
+    and the admin's login form — and a rater also from their study's workspace and items;
+    everything else is 404, a redirect to a login page, or 405."""
     allowed = {"healthz", "annotation:home", "admin:login"}
     for name, _ in _named_patterns():
         statuses = _expectation(name)
         if statuses["annotator"] == OK:
             assert name in allowed, name
+        if statuses["rater"] == OK:
+            assert name in allowed | {"annotation:workspace", "annotation:item"}, name
+
+
+def _study_urls():
+    """Every annotation URL that names a study, as (name, takes an item token)."""
+    for name, pattern in _named_patterns():
+        params = set(pattern.pattern.regex.groupindex)
+        if name.startswith("annotation:") and "study_id" in params:
+            yield name, "token" in params, params - {"study_id", "token"}
+
+
+def test_a_rater_reaches_their_own_items_only(world):
+    """As the rater, every annotation URL that names a study, asked for with another rater's
+    item of the rater's own study and with another study (and its item): 404 every time, by
+    GET or — for the actions, which refuse a GET — by POST, and nothing written. Their own
+    pages show no model, endpoint or judge name."""
+    client = Client()
+    client.force_login(world["rater"])
+    study, other = world["rater_study"], world["other_study"]
+    cases = [
+        ("another rater's item", study, world["colleagues_item"]),
+        ("another study", other, world["other_item"]),
+    ]
+    rater_ids = {"annotation:rater_exclusion": other.raters.order_by("pk").first().pk}
+    before = (Answer.objects.count(), Assignment.objects.count())
+    asked = set()
+    for name, takes_token, rest in _study_urls():
+        assert rest <= {"rater_id"}, f"{name}: say which real object to use for {rest}"
+        for case, in_study, item in cases:
+            if case == "another rater's item" and not takes_token:
+                continue
+            args = [in_study.pk] + ([item.token] if takes_token else [])
+            args += [rater_ids[name]] if "rater_id" in rest else []
+            url = reverse(name, args=args)
+            response = client.get(url)
+            if response.status_code == 405:
+                response = client.post(url, {"idempotency_key": "matrix-r-1", "verdict": "PASS"})
+            asked.add(name)
+            assert response.status_code == NOT_FOUND, (case, name, url, response.status_code)
+    assert {f"annotation:{n}" for n in ("workspace", "next", "undo", "item", "answer")} <= asked
+    assert (Answer.objects.count(), Assignment.objects.count()) == before
+
+    secrets = {
+        n
+        for e in ModelEndpoint.objects.all()
+        for n in (e.name, e.display_name, e.model_name)
+        if len(n) >= 4
+    }
+    for url in (
+        reverse("annotation:home"),
+        reverse("annotation:workspace", args=[study.pk]),
+        reverse("annotation:item", args=[study.pk, world["own_item"].token]),
+    ):
+        response = client.get(url)
+        html = response.content.decode()
+        assert response.status_code == OK and study.name in html, url
+        assert not [n for n in secrets if n in html], url
 
 
 def test_no_view_skips_csrf_except_the_api_which_enforces_it_for_sessions():
