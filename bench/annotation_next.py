@@ -369,7 +369,9 @@ def main() -> None:
     )
     parser.add_argument("--k", type=int, default=3, help="annotators per item")
     parser.add_argument("--models", type=int, default=16, help="pairs per RECOVERY trigger")
-    parser.add_argument("--workers", type=int, default=8, help="gunicorn worker processes")
+    parser.add_argument(
+        "--workers", type=int, default=3, help="gunicorn worker processes (3: as compose)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="threads per worker")
     parser.add_argument(
         "--database-url",
