@@ -53,9 +53,8 @@ def _recreate_database(url: str) -> None:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds(match) -> float:
-    """User + system CPU so far of the processes ``match(pid, ppid, cmdline)`` accepts."""
-    total = 0.0
+def _processes():
+    """(pid, ppid, command line, /proc/PID/stat fields after the name) of every process."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -66,9 +65,16 @@ def _cpu_seconds(match) -> float:
                 command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if match(int(entry), int(fields[1]), command):
-            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    return total
+        yield int(entry), int(fields[1]), command, fields
+
+
+def _cpu_seconds(match) -> float:
+    """User + system CPU so far of the processes ``match(pid, ppid, cmdline)`` accepts."""
+    return sum(
+        (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        for pid, ppid, command, fields in _processes()
+        if match(pid, ppid, command)
+    )
 
 
 def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
@@ -83,18 +89,12 @@ def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
 
 def _web_rss_mb(server_pid: int) -> dict[int, float]:
     """Resident memory (MB) of each gunicorn worker (the server's children)."""
-    rss = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == server_pid:
-            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    return rss
+    page_mb = os.sysconf("SC_PAGE_SIZE") / 2**20
+    return {
+        pid: int(fields[21]) * page_mb
+        for pid, ppid, _, fields in _processes()
+        if ppid == server_pid
+    }
 
 
 def _free_port() -> int:
