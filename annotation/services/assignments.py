@@ -71,10 +71,6 @@ class SubmitResult:
     following: Assignment | None = None  # with hand_out_next: the rater's next item, if any
 
 
-def _lock_rater(rater: Rater) -> Rater:
-    return rater_lock(rater)
-
-
 def _lock_item(item_id: int) -> StudyItem:
     return StudyItem.objects.select_for_update().get(pk=item_id)
 
@@ -225,7 +221,7 @@ def _hand_out_in_transaction(rater: Rater, now: datetime) -> Assignment | None:
             # worst case is an item handed out again. Answers stay synchronously committed.
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        return _hand_out(_lock_rater(rater), now)
+        return _hand_out(rater_lock(rater), now)
 
 
 def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
@@ -298,7 +294,7 @@ def answer_submit(
     now = now or timezone.now()
     with transaction.atomic():
         result = _store_answer(
-            _lock_rater(rater), item_token, answer, idempotency_key, elapsed_ms, now
+            rater_lock(rater), item_token, answer, idempotency_key, elapsed_ms, now
         )
     if hand_out_next:
         result.following = _hand_out_in_transaction(rater, now)
@@ -383,7 +379,7 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
     (returned, to be shown again). None when there is nothing to undo."""
     now = now or timezone.now()
     with transaction.atomic():
-        rater = _lock_rater(rater)
+        rater = rater_lock(rater)
         if rater.study.status != StudyStatus.OPEN:
             return None
         last = (

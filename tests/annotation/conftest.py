@@ -147,3 +147,18 @@ def make_study(run, make_annotators):
 
 def rater(study: Study, user) -> Rater:
     return Rater.objects.get(study=study, user=user)
+
+
+def form_data(run, people, /, **fields) -> dict:
+    """A valid study-creation POST (a pairwise study of the run's RECOVERY triggers)."""
+    data = {
+        "kind": StudyKind.PAIRWISE,
+        "name": "Which closing reply is better?",
+        "overlap": "2",
+        "lease_minutes": "30",
+        "annotators": [str(p.pk) for p in people],
+        "run": str(run.pk),
+        "trigger_type": "RECOVERY",
+    }
+    data.update(fields)
+    return data

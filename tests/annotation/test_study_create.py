@@ -17,6 +17,7 @@ from benchmark.models import (
     ModelEndpoint,
     TriggerType,
 )
+from tests.annotation.conftest import form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -187,20 +188,6 @@ def test_creation_is_all_or_nothing(run, make_annotators, monkeypatch):
 
 
 # --- Through the pages ------------------------------------------------------------------------
-
-
-def form_data(run, people, **fields):
-    data = {
-        "kind": StudyKind.PAIRWISE,
-        "name": "Which closing reply is better?",
-        "overlap": "2",
-        "lease_minutes": "30",
-        "annotators": [str(p.pk) for p in people],
-        "run": str(run.pk),
-        "trigger_type": "RECOVERY",
-    }
-    data.update(fields)
-    return data
 
 
 def test_a_researcher_creates_a_study_from_the_page(client_for, researcher, run, make_annotators):

@@ -23,6 +23,7 @@ from annotation.services.studies import (
     check_study_spec,
 )
 from benchmark.models import ModelEndpoint
+from tests.annotation.conftest import form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -48,20 +49,6 @@ def staff_client(client_for, researcher, admin_user):
 
 def url_of(where: str) -> str:
     return reverse("annotation:study_new" if where == "page" else "admin:annotation_study_add")
-
-
-def valid(the_run, people, **fields) -> dict:
-    data = {
-        "kind": StudyKind.PAIRWISE,
-        "name": "Which closing reply is better?",
-        "overlap": "2",
-        "lease_minutes": "30",
-        "annotators": [str(p.pk) for p in people],
-        "run": str(the_run.pk),
-        "trigger_type": "RECOVERY",
-    }
-    data.update(fields)
-    return data
 
 
 def nothing_written():
@@ -198,7 +185,7 @@ def test_bad_input_is_refused_on_its_field_and_writes_nothing(
     run, people, staff_client, where, case
 ):
     changes, field, fragment = BAD[case]
-    response = staff_client(where).post(url_of(where), valid(run, people, **changes))
+    response = staff_client(where).post(url_of(where), form_data(run, people, **changes))
     assert response.status_code == 200, case
     html = response.content.decode()
     assert fragment in shown_errors(html, where, field), (case, response.context["form"].errors)
@@ -223,11 +210,11 @@ def test_people_who_are_not_annotators_cannot_be_chosen(
 ):
     for person in (researcher, admin_user, outsider):
         response = staff_client(where).post(
-            url_of(where), valid(run, people, annotators=[str(people[0].pk), str(person.pk)])
+            url_of(where), form_data(run, people, annotators=[str(people[0].pk), str(person.pk)])
         )
         errors = shown_errors(response.content.decode(), where, "annotators")
         assert f"{person.pk} is not one of the available choices" in errors
-    audit = valid(
+    audit = form_data(
         run, people, kind=StudyKind.DIALOGUE_AUDIT, adjudicators=[str(outsider.pk)], run=""
     )
     response = staff_client(where).post(url_of(where), audit)
@@ -244,7 +231,7 @@ def test_a_model_the_run_did_not_evaluate_is_refused_by_name(run, people, staff_
     model = ModelEndpoint.objects.get(name="zephyr-secret-large")
     for chosen in ([judge], [model, judge]):
         response = staff_client(where).post(
-            url_of(where), valid(run, people, endpoints=[str(e.pk) for e in chosen])
+            url_of(where), form_data(run, people, endpoints=[str(e.pk) for e in chosen])
         )
         errors = shown_errors(response.content.decode(), where, "endpoints")
         assert "Not a model of this run: oracle-judge-alpha." in errors
@@ -254,7 +241,7 @@ def test_a_model_the_run_did_not_evaluate_is_refused_by_name(run, people, staff_
 @pytest.mark.parametrize("where", WHERE)
 def test_thousands_of_bad_gold_lines_give_a_short_message(run, people, staff_client, where):
     gold = "".join(f"missing-key-{n} A\n" for n in range(25_000))
-    response = staff_client(where).post(url_of(where), valid(run, people, gold=gold))
+    response = staff_client(where).post(url_of(where), form_data(run, people, gold=gold))
     errors = response.context["form"].errors["gold"]
     assert len(errors) == GOLD_ERRORS_SHOWN + 1
     assert errors[-1] == "… and 24,980 more lines with problems (25,000 in all)."
@@ -266,7 +253,7 @@ def test_ten_thousand_annotator_ids_are_refused_before_the_form(run, people, sta
     """More values than Django reads from one request (DATA_UPLOAD_MAX_NUMBER_FIELDS, 1,000):
     a 400, not a 500, and nothing written (the 990 above reach the form)."""
     ids = [str(n) for n in range(1, 10_001)]
-    response = staff_client(where).post(url_of(where), valid(run, people, annotators=ids))
+    response = staff_client(where).post(url_of(where), form_data(run, people, annotators=ids))
     assert response.status_code == 400
     if where == "page":
         switch = staff_client(where).get(
@@ -288,7 +275,7 @@ def test_markup_and_sql_are_stored_as_text_and_never_rendered_as_markup(
     annotator.force_login(people[0])
     name = f"{SCRIPT}'; DROP TABLE annotation_study; --"
     response = client.post(
-        url_of(where), valid(run, people, name=name, instructions=f"{IMG} 1 OR 1=1")
+        url_of(where), form_data(run, people, name=name, instructions=f"{IMG} 1 OR 1=1")
     )
     assert response.status_code == 302
     study = Study.objects.get()
@@ -333,7 +320,7 @@ def test_wrongly_encoded_text_is_read_with_replacement_characters(
 ):
     """The body is decoded as UTF-8 with replacement: what is stored is always valid text
     (PostgreSQL would refuse a surrogate), whatever the bytes were."""
-    fields = [(k, v.encode()) for k, v in valid(run, people).items() if k != "annotators"]
+    fields = [(k, v.encode()) for k, v in form_data(run, people).items() if k != "annotators"]
     fields = [(k, v) for k, v in fields if k != "name"] + [("name", raw_name)]
     fields += [("annotators", str(p.pk).encode()) for p in people]
     response = _raw_post(staff_client(where), url_of(where), fields)
@@ -347,7 +334,7 @@ def test_wrongly_encoded_text_is_read_with_replacement_characters(
 def test_non_ascii_digits_are_read_as_the_numbers_they_write(run, people, staff_client, where):
     """Python reads Arabic-Indic and full-width digits as digits (a browser's number field
     sends ASCII, but nothing breaks if one does not): k, the run and the people they name."""
-    data = valid(
+    data = form_data(
         run,
         people,
         overlap=digits_of(2, 0x660),  # Arabic-Indic ٢
@@ -371,7 +358,7 @@ def test_the_kind_switch_with_bad_values_rerenders_the_form_and_writes_nothing(
 ):
     changes, _, _ = BAD[case]
     for kind in StudyKind.values:
-        data = valid(run, people, **changes) | {"kind": changes.get("kind", kind)}
+        data = form_data(run, people, **changes) | {"kind": changes.get("kind", kind)}
         response = staff_client("page").get(url_of("page"), data, headers={"HX-Request": "true"})
         html = response.content.decode()
         assert response.status_code == 200, (case, kind)
