@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from django.db import connection
 from django.db.models import Count, Exists, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
-from django.shortcuts import get_object_or_404
+from django.http import Http404
 
 from annotation.highlight import highlight
 from annotation.kinds import (
@@ -38,7 +38,6 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
-from annotation.sql import first_raw
 from benchmark.evaluation.requests import conversation_until
 from benchmark.models import (
     Anchor,
@@ -50,6 +49,7 @@ from benchmark.models import (
     Turn,
 )
 from benchmark.selectors import dialogue_for_reading
+from proactweb.rows import columns, fetch_rows, first, load
 
 JUDGE_LETTERS = "ABCDEFGH"
 # Rater-quality flags (docs/annotation.md): fast clicking, one label, one side.
@@ -62,21 +62,45 @@ FLAG_MIN_ANSWERS = 10
 
 
 def rater_for(*, user, study_id: int) -> Rater:
-    """The user's place in the study, or 404 (not a rater there, or no such study)."""
-    return get_object_or_404(
-        Rater.objects.select_related("study"), study_id=study_id, user=user, user__isnull=False
+    """The user's place in the study, with the study, or 404 (not a rater there, or no such
+    study). Plain SQL: every annotator request starts here (see annotation/sql.py)."""
+    rows = fetch_rows(
+        f"SELECT {columns(Rater, 'r')}, {columns(Study, 's')}"  # noqa: S608
+        f" FROM {Rater._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"
+        " WHERE r.study_id = %s AND r.user_id = %s",
+        [study_id, user.pk],
     )
+    if not rows:
+        raise Http404("No such study for you.")
+    rater = load(Rater, rows[0])
+    rater.study = load(Study, rows[0], len(Rater._meta.concrete_fields))
+    return rater
 
 
 def assignment_for(*, user, study_id: int, token: str) -> Assignment:
-    """The user's own assignment on the item with this token in this study, with its rater
-    and study, or 404 (not their item, not their study, no such thing)."""
-    return get_object_or_404(
-        Assignment.objects.select_related("rater__study", "item"),
-        rater__study_id=study_id,
-        rater__user=user,
-        item__token=token,
+    """The user's own assignment on the item with this token in this study, with its rater,
+    study and item, or 404 (not their item, not their study, no such thing). Plain SQL, as
+    ``rater_for``."""
+    rows = fetch_rows(
+        f"SELECT {columns(Assignment, 'a')}, {columns(Rater, 'r')}, {columns(Study, 's')},"  # noqa: S608
+        f" {columns(StudyItem, 'i')}"
+        f" FROM {Assignment._meta.db_table} a"
+        f" JOIN {Rater._meta.db_table} r ON r.id = a.rater_id"
+        f" JOIN {Study._meta.db_table} s ON s.id = r.study_id"
+        f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
+        " WHERE r.study_id = %s AND r.user_id = %s AND i.token = %s",
+        [study_id, user.pk, token],
     )
+    if not rows:
+        raise Http404("No such item for you.")
+    row = rows[0]
+    at = len(Assignment._meta.concrete_fields)
+    assignment = load(Assignment, row)
+    assignment.rater = rater = load(Rater, row, at)
+    at += len(Rater._meta.concrete_fields)
+    rater.study = load(Study, row, at)
+    assignment.item = load(StudyItem, row, at + len(Study._meta.concrete_fields))
+    return assignment
 
 
 # --- Annotator pages --------------------------------------------------------------------------
@@ -181,10 +205,11 @@ def undone_answer(*, assignment: Assignment) -> Answer | None:
     """The assignment's latest undone answer, to refill the form with."""
     if getattr(assignment, "fresh", False):
         return None
-    return first_raw(
+    return first(
         Answer,
-        f"SELECT * FROM {Answer._meta.db_table} WHERE assignment_id = %s"  # noqa: S608
-        " AND retraction_reason = %s ORDER BY retracted_at DESC, id DESC LIMIT 1",
+        f"SELECT {columns(Answer, 'an')} FROM {Answer._meta.db_table} an"  # noqa: S608
+        " WHERE an.assignment_id = %s"
+        " AND an.retraction_reason = %s ORDER BY retracted_at DESC, id DESC LIMIT 1",
         [assignment.pk, RetractionReason.UNDO],
     )
 

@@ -1,24 +1,12 @@
-"""Plain SQL for the workspace's hot path (Next, answering, the workspace page).
-
-Every annotator request runs these; Django spent longer composing the equivalent querysets
-than the database spent running them (bench/README.md, the annotation load benchmark). Only
-table names and fixed fragments are formatted into a statement; every value is a parameter.
-"""
+"""Plain SQL for the workspace's hot path that is not a plain row read (see proactweb/rows.py
+for those): the rater's lock. Only table names and fixed fragments are formatted into a
+statement; every value is a parameter."""
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from django.db import connection, models
+from django.db import connection
 
 from annotation.models import Rater, Study
-
-M = TypeVar("M", bound=models.Model)
-
-
-def first_raw(model: type[M], sql: str, params: list) -> M | None:
-    """The first instance ``sql`` (``SELECT * FROM <model's table> …``) finds, or None."""
-    return next(iter(model.objects.raw(sql, params)), None)
 
 
 def rater_lock(rater: Rater) -> Rater:

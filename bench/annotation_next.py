@@ -113,7 +113,7 @@ def _prepare(args) -> tuple[int, list[str], int]:
     from corpus_import import generate_corpus
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.auth.models import Group, User
-    from django.contrib.sessions.backends.db import SessionStore
+    from proactweb.sessions import SessionStore
 
     from annotation.roles import ANNOTATOR
     from annotation.services.studies import StudySpec, study_create

@@ -147,6 +147,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that a Celery worker started by a test can open the test database
     # (the test passes its path on); one per test process, so two test runs never collide.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Parameters travel apart from the SQL and a statement run DB_PREPARE_THRESHOLD times on a
+    # connection is prepared: PostgreSQL stops re-planning it. Planning was most of the
+    # database's CPU on the annotation hot path (a 2 ms plan for a 0.5 ms candidate search):
+    # 14 → 9 ms of database CPU per Next + Submit (bench/README.md). Behind a pooler in
+    # transaction mode (PgBouncer < 1.21) set DB_PREPARE_THRESHOLD=0 to turn preparing off.
+    _threshold = env_int("DB_PREPARE_THRESHOLD", 5)
+    DATABASES["default"]["OPTIONS"] = {
+        "server_side_binding": env_bool("DB_SERVER_SIDE_BINDING", True),
+        "prepare_threshold": _threshold if _threshold > 0 else None,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery --------------------------------------------------------------------------------
@@ -215,6 +226,9 @@ AXES_USERNAME_CALLABLE = "annotation.login_throttling.throttled_username"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 
+# Django's database sessions, read with one plain statement (proactweb/sessions.py).
+SESSION_ENGINE = "proactweb.sessions"
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -222,7 +236,10 @@ LOGOUT_REDIRECT_URL = "login"
 # --- I18N / static -------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
-USE_I18N = True
+# English only: without the translation machinery every template variable, form and message
+# skips a language lookup (the annotation load benchmark, bench/README.md). Dates and numbers
+# are formatted as before (LANGUAGE_CODE's formats).
+USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"

@@ -43,8 +43,9 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
-from annotation.sql import first_raw, rater_lock
+from annotation.sql import rater_lock
 from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
+from proactweb.rows import columns, fetch_rows, first, load
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
 
@@ -94,28 +95,23 @@ def _places_taken(item_id: int, now: datetime, *, excluding: int | None = None) 
 
 
 def _leased(rater: Rater, *, latest_only: bool = False) -> list[Assignment]:
-    """The rater's leased assignments, latest first, each with its item. Two plain statements
-    (usually the first finds nothing): every answer and workspace request asks, and the ORM's
-    join cost more to compose than to run (see ``_first_candidate``)."""
-    held = list(
-        Assignment.objects.raw(
-            f"SELECT * FROM {Assignment._meta.db_table} WHERE rater_id = %s AND state = %s"  # noqa: S608
-            f" ORDER BY leased_at DESC, id DESC{' LIMIT 1' if latest_only else ''}",
-            [rater.pk, AssignmentState.LEASED],
-        )
+    """The rater's leased assignments, latest first, each with its item: one plain statement.
+    Every answer and workspace request asks, and the ORM's join cost more to compose than to
+    run (see ``_first_candidate``)."""
+    rows = fetch_rows(
+        f"SELECT {columns(Assignment, 'a')}, {columns(StudyItem, 'i')}"  # noqa: S608
+        f" FROM {Assignment._meta.db_table} a"
+        f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
+        " WHERE a.rater_id = %s AND a.state = %s"
+        f" ORDER BY a.leased_at DESC, a.id DESC{' LIMIT 1' if latest_only else ''}",
+        [rater.pk, AssignmentState.LEASED],
     )
-    if held:
-        ids = [a.item_id for a in held]
-        items = {
-            item.pk: item
-            for item in StudyItem.objects.raw(
-                f"SELECT * FROM {StudyItem._meta.db_table}"  # noqa: S608
-                f" WHERE id IN ({', '.join(['%s'] * len(ids))})",
-                ids,
-            )
-        }
-        for assignment in held:
-            assignment.item = items[assignment.item_id]
+    held = []
+    width = len(Assignment._meta.concrete_fields)
+    for row in rows:
+        assignment = load(Assignment, row)
+        assignment.item = load(StudyItem, row, width)
+        held.append(assignment)
     return held
 
 
@@ -155,7 +151,7 @@ def _first_candidate(
         lock = "FOR UPDATE OF i" + ("" if wait else " SKIP LOCKED")
     # Only table names and fixed fragments are formatted in; every value is a parameter.
     sql = f"""
-        SELECT i.* FROM {StudyItem._meta.db_table} i
+        SELECT {columns(StudyItem, "i")} FROM {StudyItem._meta.db_table} i
         WHERE i.study_id = %s AND i.completed_answers < i.required_answers {role} {skip}
           AND NOT EXISTS (
             SELECT 1 FROM {Assignment._meta.db_table} mine
@@ -174,7 +170,7 @@ def _first_candidate(
         AssignmentState.LEASED,
         connection.ops.adapt_datetimefield_value(now),
     ]
-    return first_raw(StudyItem, sql, params)
+    return first(StudyItem, sql, params)
 
 
 def _display(item: StudyItem, slot: int) -> dict:
@@ -324,24 +320,23 @@ def _store_answer(
         return SubmitResult(Answer.objects.get(pk=previous[0]), replayed=True)
     if rater.study.status != StudyStatus.OPEN:
         raise AnswerRejected("this study is closed")
-    # The rater's own assignment on the item (none: not theirs), with the item's row locked in
-    # the same statement. The assignment read with it is current: its state only ever changes
-    # under its rater's lock, which this transaction holds. The item is read after the lock.
+    # The rater's own assignment on the item (none: not theirs) and the item, whose row the
+    # same statement locks. A row locked by SELECT … FOR UPDATE is returned as it is once the
+    # lock is taken (PostgreSQL re-reads it if it waited), so the item read here is current;
+    # so is the assignment, whose state only ever changes under its rater's lock, which this
+    # transaction holds.
     lock = "FOR UPDATE OF i" if connection.features.has_select_for_update else ""
-    assignment = first_raw(
-        Assignment,
-        f"SELECT a.* FROM {Assignment._meta.db_table} a"  # noqa: S608
+    rows = fetch_rows(
+        f"SELECT {columns(Assignment, 'a')}, {columns(StudyItem, 'i')}"  # noqa: S608
+        f" FROM {Assignment._meta.db_table} a"
         f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
         f" WHERE i.token = %s AND a.rater_id = %s {lock}",
         [item_token, rater.pk],
     )
-    if assignment is None:
+    if not rows:
         raise AnswerRejected("this item is not yours")
-    item = assignment.item = first_raw(
-        StudyItem,
-        f"SELECT * FROM {StudyItem._meta.db_table} WHERE id = %s",  # noqa: S608
-        [assignment.item_id],
-    )
+    assignment = load(Assignment, rows[0])
+    item = assignment.item = load(StudyItem, rows[0], len(Assignment._meta.concrete_fields))
     if assignment.state == AssignmentState.DONE:
         live = assignment.answers.get(retracted_at__isnull=True)
         return SubmitResult(live, replayed=True)

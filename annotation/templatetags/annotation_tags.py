@@ -40,7 +40,8 @@ def radios(field: BoundField) -> list[Radio]:
             SafeString(' aria-invalid="true"') if invalid else "",
             SafeString(" checked") if str(value) in chosen else "",
         )
-        options.append(Radio({"value": value}, label, tag))
+        # As text: every use prints or compares it (printing a number localises it: slower).
+        options.append(Radio({"value": str(value)}, str(label), tag))
     return options
 
 

@@ -1,0 +1,60 @@
+"""The session store (proactweb.sessions) reads sessions with plain SQL: a live session loads,
+an expired, deleted or malformed one does not (and is never revived), and the browser login
+path works end to end with it."""
+
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.contrib.sessions.models import Session
+from django.utils import timezone
+
+from proactweb.sessions import SessionStore
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_project_uses_it():
+    assert settings.SESSION_ENGINE == "proactweb.sessions"
+
+
+def test_a_saved_session_loads_with_its_data():
+    store = SessionStore()
+    store["answer"] = {"n": 42, "text": "ünïcode"}
+    store.create()
+    again = SessionStore(store.session_key)
+    assert again["answer"] == {"n": 42, "text": "ünïcode"}
+    assert again.session_key == store.session_key
+
+
+def test_an_expired_session_is_empty_and_gets_a_new_key_when_saved():
+    store = SessionStore()
+    store["k"] = "v"
+    store.create()
+    Session.objects.filter(pk=store.session_key).update(
+        expire_date=timezone.now() - timedelta(seconds=1)
+    )
+    again = SessionStore(store.session_key)
+    assert again.load() == {}
+    assert again.session_key is None
+    again["k"] = "w"
+    again.save()
+    assert again.session_key != store.session_key
+
+
+@pytest.mark.parametrize("key", [None, "", "short", "x" * 41, "' OR 1=1 --", "no-such-session"])
+def test_a_missing_or_malformed_key_loads_nothing(key):
+    assert SessionStore(key).load() == {}
+
+
+def test_logging_in_and_out_through_the_pages(client, annotator):
+    response = client.post(
+        "/accounts/login/", {"username": annotator.username, "password": "pw-" + annotator.username}
+    )
+    assert response.status_code == 302
+    assert client.get("/annotate/").status_code == 200
+    key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    assert SessionStore(key).get("_auth_user_id") == str(annotator.pk)
+    client.post("/accounts/logout/")
+    assert SessionStore(key).load() == {}
+    assert client.get("/annotate/").status_code == 302
