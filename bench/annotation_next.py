@@ -111,9 +111,9 @@ def _prepare(args) -> tuple[int, list[str], int]:
 
     django.setup()
     from corpus_import import generate_corpus
+    from django.conf import settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.auth.models import Group, User
-    from proactweb.sessions import SessionStore
 
     from annotation.roles import ANNOTATOR
     from annotation.services.studies import StudySpec, study_create
@@ -130,6 +130,7 @@ def _prepare(args) -> tuple[int, list[str], int]:
         TriggerType,
         UnitState,
     )
+    from proactweb.sessions import SessionStore
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
@@ -190,7 +191,7 @@ def _prepare(args) -> tuple[int, list[str], int]:
     for user in users:
         session = SessionStore()
         session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+        session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[-1]
         session[HASH_SESSION_KEY] = user.get_session_auth_hash()
         session.create()
         sessions.append(session.session_key)

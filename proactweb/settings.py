@@ -216,7 +216,9 @@ AUTH_PASSWORD_VALIDATORS = [
 # unless it passes the client's on: then it is the username alone that is throttled.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, loading each request's user with one plain statement. (Sessions
+    # from before it named Django's class: those people sign in once more.)
+    "proactweb.auth.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))

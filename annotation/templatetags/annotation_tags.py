@@ -1,4 +1,5 @@
 from dataclasses import dataclass
+from functools import lru_cache
 from html import escape
 
 from django import template
@@ -19,30 +20,48 @@ class Radio:
 
 
 @register.filter
-def radios(field: BoundField) -> list[Radio]:
+def radios(field: BoundField) -> tuple[Radio, ...]:
     """A radio field's options, used like iterating the bound field (``radio.data.value``,
     ``radio.choice_label``, ``radio.tag``) but written here: Django renders every option
     through a template of its own, which made the answer form most of a workspace's render
     time (the annotation load benchmark, bench/README.md). Same markup as Django's."""
     chosen = field.value()
     chosen = {str(v) for v in chosen} if isinstance(chosen, list | tuple) else {str(chosen)}
-    required = field.field.required
-    invalid = bool(field.errors)
-    options = []
-    for index, (value, label) in enumerate(field.field.choices):
-        tag = format_html(
-            '<input type="radio" name="{}" value="{}" id="{}_{}"{}{}{}>',
-            field.html_name,
-            value,
-            field.auto_id,
-            index,
-            SafeString(" required") if required else "",
-            SafeString(' aria-invalid="true"') if invalid else "",
-            SafeString(" checked") if str(value) in chosen else "",
+    choices = tuple((str(value), str(label)) for value, label in field.field.choices)
+    return _radios(
+        field.html_name,
+        field.auto_id,
+        choices,
+        field.field.required,
+        bool(field.errors),
+        frozenset(value for value, _ in choices if value in chosen),
+    )
+
+
+@lru_cache(maxsize=1024)
+def _radios(
+    name: str, auto_id: str, choices: tuple, required: bool, invalid: bool, chosen: frozenset
+) -> tuple[Radio, ...]:
+    """The options' markup depends on nothing but these: written once per combination (a
+    study's forms show a handful), then reused. Values and labels as text: every use prints
+    or compares them (printing a number localises it: slower)."""
+    return tuple(
+        Radio(
+            {"value": value},
+            label,
+            format_html(
+                '<input type="radio" name="{}" value="{}" id="{}_{}"{}{}{}>',
+                name,
+                value,
+                auto_id,
+                index,
+                SafeString(" required") if required else "",
+                SafeString(' aria-invalid="true"') if invalid else "",
+                SafeString(" checked") if value in chosen else "",
+            ),
         )
-        # As text: every use prints or compares it (printing a number localises it: slower).
-        options.append(Radio({"value": str(value)}, str(label), tag))
-    return options
+        for index, (value, label) in enumerate(choices)
+    )
 
 
 @register.filter

@@ -58,3 +58,29 @@ def test_logging_in_and_out_through_the_pages(client, annotator):
     client.post("/accounts/logout/")
     assert SessionStore(key).load() == {}
     assert client.get("/annotate/").status_code == 302
+
+
+def test_the_login_backend_loads_the_sessions_user_as_djangos_does(client, annotator):
+    from django.contrib.auth.backends import ModelBackend as DjangoBackend
+
+    from proactweb.auth import ModelBackend
+
+    ours, django = ModelBackend(), DjangoBackend()
+    loaded = ours.get_user(str(annotator.pk))
+    expected = django.get_user(str(annotator.pk))
+    fields = [f.attname for f in type(annotator)._meta.concrete_fields]
+    assert [getattr(loaded, f) for f in fields] == [getattr(expected, f) for f in fields]
+    for bad in ["abc", "", "-1", "999999999", "1 OR 1=1"]:
+        assert ours.get_user(bad) is None, bad
+    type(annotator).objects.filter(pk=annotator.pk).update(is_active=False)
+    assert ours.get_user(str(annotator.pk)) is None  # as Django's: inactive users are out
+
+
+def test_a_login_names_this_backend_in_the_session(client, annotator):
+    client.post(
+        "/accounts/login/",
+        {"username": annotator.username, "password": "pw-" + annotator.username},
+    )
+    key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    assert SessionStore(key)["_auth_user_backend"] == "proactweb.auth.ModelBackend"
+    assert settings.AUTHENTICATION_BACKENDS[-1] == "proactweb.auth.ModelBackend"

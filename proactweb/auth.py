@@ -1,0 +1,26 @@
+"""The login backend: Django's ``ModelBackend``, with the user every request's session names
+read in one plain statement (proactweb/rows.py). Authentication, permissions and the
+active-user check are Django's, unchanged."""
+
+from __future__ import annotations
+
+from django.contrib.auth import backends, get_user_model
+from django.core.exceptions import ValidationError
+
+from proactweb.rows import columns, first
+
+
+class ModelBackend(backends.ModelBackend):
+    def get_user(self, user_id):
+        model = get_user_model()
+        try:
+            pk = model._meta.pk.to_python(user_id)
+        except ValidationError:
+            return None
+        user = first(
+            model,
+            f"SELECT {columns(model, 'u')} FROM {model._meta.db_table} u"  # noqa: S608
+            f' WHERE u."{model._meta.pk.column}" = %s',
+            [pk],
+        )
+        return user if user is not None and self.user_can_authenticate(user) else None
