@@ -255,32 +255,27 @@ class _TurnRow:
     assistant_response: str
 
 
-def _trigger(trigger_id: int) -> _TriggerRow:
-    # Plain statements (here and in _conversation): the workspace reads them on every request,
-    # and the ORM's composition cost more than the database's work (bench/README.md).
+def _trigger_and_conversation(trigger_id: int) -> tuple[_TriggerRow, list[dict]]:
+    """The trigger (rubric, where it is) and the conversation up to it, in one statement: the
+    trigger's columns repeat on each turn's row. Plain SQL: the workspace reads it on every
+    request, and the ORM's composition cost more than the database's work (bench/README.md)."""
     index = connection.ops.quote_name("index")
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT t.type, t.pass_criteria, t.partial_criteria, t.fail_criteria,"  # noqa: S608
-            f" tu.dialogue_id, tu.{index} FROM {Trigger._meta.db_table} t"
-            f" JOIN {Turn._meta.db_table} tu ON tu.id = t.turn_id WHERE t.id = %s",
+            f" tu.dialogue_id, tu.{index}, c.{index}, c.user_message, c.assistant_response"
+            f" FROM {Trigger._meta.db_table} t"
+            f" JOIN {Turn._meta.db_table} tu ON tu.id = t.turn_id"
+            f" JOIN {Turn._meta.db_table} c"
+            f"   ON c.dialogue_id = tu.dialogue_id AND c.{index} <= tu.{index}"
+            f" WHERE t.id = %s ORDER BY c.{index}",
             [trigger_id],
         )
-        *fields, dialogue_id, turn_index = cursor.fetchone()
-    return _TriggerRow(*fields, dialogue_id, SimpleNamespace(index=turn_index))
-
-
-def _conversation(trigger: _TriggerRow) -> list[dict]:
-    index = connection.ops.quote_name("index")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {index}, user_message, assistant_response FROM {Turn._meta.db_table}"  # noqa: S608
-            f" WHERE dialogue_id = %s AND {index} <= %s ORDER BY {index}",
-            [trigger.dialogue_id, trigger.turn.index],
-        )
-        turns = [_TurnRow(*row) for row in cursor.fetchall()]
-    messages = conversation_until(trigger, turns)
-    return [{"role": m.role, "text": m.content} for m in messages]
+        rows = cursor.fetchall()
+    *fields, dialogue_id, turn_index = rows[0][:6]
+    trigger = _TriggerRow(*fields, dialogue_id, SimpleNamespace(index=turn_index))
+    messages = conversation_until(trigger, [_TurnRow(*row[6:]) for row in rows])
+    return trigger, [{"role": m.role, "text": m.content} for m in messages]
 
 
 def _rubric(trigger: _TriggerRow) -> dict:
@@ -299,7 +294,7 @@ def item_view(*, assignment: Assignment, study: Study) -> dict:
     if kind == StudyKind.DIALOGUE_AUDIT:
         return _audit_view(assignment)
     # Small separate queries rather than one wide join: cheaper to plan, and only what is shown.
-    trigger = _trigger(item.trigger_id)
+    trigger, conversation = _trigger_and_conversation(item.trigger_id)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, reply FROM {EvaluationUnit._meta.db_table} WHERE id IN (%s, %s)",  # noqa: S608
@@ -307,7 +302,7 @@ def item_view(*, assignment: Assignment, study: Study) -> dict:
         )
         replies = dict(cursor.fetchall())
     reply = replies.get(item.unit_id, "")
-    view = {"conversation": _conversation(trigger)}
+    view = {"conversation": conversation}
     if kind == StudyKind.PAIRWISE:
         replies = {"A": reply, "B": replies.get(item.unit_b_id, "")}
         view["responses"] = [

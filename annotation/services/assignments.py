@@ -212,12 +212,9 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
 
 def _hand_out_in_transaction(rater: Rater, now: datetime) -> Assignment | None:
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # A lease is soft state: should the server crash within the commit delay, the
-            # worst case is an item handed out again. Answers stay synchronously committed.
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        return _hand_out(rater_lock(rater), now)
+        # A lease is soft state: should the server crash within the commit delay, the worst
+        # case is an item handed out again. Answers stay synchronously committed.
+        return _hand_out(rater_lock(rater, relaxed_commit=True), now)
 
 
 def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
