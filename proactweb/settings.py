@@ -147,17 +147,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that a Celery worker started by a test can open the test database
     # (the test passes its path on); one per test process, so two test runs never collide.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Parameters travel apart from the SQL and a statement run DB_PREPARE_THRESHOLD times on a
-    # connection is prepared: PostgreSQL stops re-planning it. Planning was most of the
-    # database's CPU on the annotation hot path (a 2 ms plan for a 0.5 ms candidate search):
-    # 14 → 9 ms of database CPU per Next + Submit (bench/README.md). Behind a pooler in
-    # transaction mode (PgBouncer < 1.21) set DB_PREPARE_THRESHOLD=0 to turn preparing off.
-    _threshold = env_int("DB_PREPARE_THRESHOLD", 5)
-    DATABASES["default"]["OPTIONS"] = {
-        "server_side_binding": env_bool("DB_SERVER_SIDE_BINDING", True),
-        "prepare_threshold": _threshold if _threshold > 0 else None,
-    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery --------------------------------------------------------------------------------

@@ -68,22 +68,3 @@ def test_defaults_are_not_insecure():
     )
     assert result.stdout.strip().splitlines()[-1] == "False"
 
-
-def _database_options(env: dict) -> dict:
-    result = _manage(
-        "shell",
-        "-c",
-        "from django.conf import settings; print(settings.DATABASES['default'].get('OPTIONS'))",
-        env_overrides={"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none", **env},
-    )
-    assert result.returncode == 0, result.stderr
-    return eval(result.stdout.strip().splitlines()[-1])  # noqa: S307 (our own settings' repr)
-
-
-def test_postgresql_binds_parameters_on_the_server_and_prepares_repeated_statements():
-    assert _database_options({}) == {"server_side_binding": True, "prepare_threshold": 5}
-    # Behind a transaction-mode pooler: no prepared statements; or client-side binding back.
-    assert _database_options({"DB_PREPARE_THRESHOLD": "0"})["prepare_threshold"] is None
-    assert _database_options({"DB_SERVER_SIDE_BINDING": "0"})["server_side_binding"] is False
-    if os.environ.get("DATABASE_URL"):  # and the test run itself uses them
-        assert settings.DATABASES["default"]["OPTIONS"]["server_side_binding"] is True
