@@ -67,4 +67,3 @@ def test_defaults_are_not_insecure():
         env_overrides={"DEBUG": ""},
     )
     assert result.stdout.strip().splitlines()[-1] == "False"
-
