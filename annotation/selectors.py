@@ -49,7 +49,7 @@ from benchmark.models import (
     Turn,
 )
 from benchmark.selectors import dialogue_for_reading
-from proactweb.rows import columns, fetch_rows, first, load
+from proactweb.rows import columns, fetch_rows, first, load_each
 
 JUDGE_LETTERS = "ABCDEFGH"
 # Rater-quality flags (docs/annotation.md): fast clicking, one label, one side.
@@ -63,7 +63,7 @@ FLAG_MIN_ANSWERS = 10
 
 def rater_for(*, user, study_id: int) -> Rater:
     """The user's place in the study, with the study, or 404 (not a rater there, or no such
-    study). Plain SQL: every annotator request starts here (see annotation/sql.py)."""
+    study). Plain SQL: every annotator request starts here (see proactweb/rows.py)."""
     rows = fetch_rows(
         f"SELECT {columns(Rater, 'r')}, {columns(Study, 's')}"  # noqa: S608
         f" FROM {Rater._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"
@@ -72,8 +72,7 @@ def rater_for(*, user, study_id: int) -> Rater:
     )
     if not rows:
         raise Http404("No such study for you.")
-    rater = load(Rater, rows[0])
-    rater.study = load(Study, rows[0], len(Rater._meta.concrete_fields))
+    rater, rater.study = load_each(rows[0], Rater, Study)
     return rater
 
 
@@ -93,13 +92,8 @@ def assignment_for(*, user, study_id: int, token: str) -> Assignment:
     )
     if not rows:
         raise Http404("No such item for you.")
-    row = rows[0]
-    at = len(Assignment._meta.concrete_fields)
-    assignment = load(Assignment, row)
-    assignment.rater = rater = load(Rater, row, at)
-    at += len(Rater._meta.concrete_fields)
-    rater.study = load(Study, row, at)
-    assignment.item = load(StudyItem, row, at + len(Study._meta.concrete_fields))
+    assignment, rater, study, item = load_each(rows[0], Assignment, Rater, Study, StudyItem)
+    assignment.rater, rater.study, assignment.item = rater, study, item
     return assignment
 
 

@@ -53,6 +53,16 @@ def load(model: type[M], row: tuple | list, start: int = 0) -> M:
     return model.from_db(connection.alias, None, values)
 
 
+def load_each(row: tuple | list, *models: type[models.Model]) -> tuple[models.Model, ...]:
+    """One instance of each model from a row that selected ``columns(model, …)`` for each of
+    them, in this order (a join)."""
+    instances, start = [], 0
+    for model in models:
+        instances.append(load(model, row, start))
+        start += len(model._meta.concrete_fields)
+    return tuple(instances)
+
+
 def fetch_rows(sql: str, params: list) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -45,7 +45,7 @@ from annotation.models import (
 )
 from annotation.sql import rater_lock
 from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
-from proactweb.rows import columns, fetch_rows, first, load
+from proactweb.rows import columns, fetch_rows, first, load_each
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
 
@@ -107,10 +107,8 @@ def _leased(rater: Rater, *, latest_only: bool = False) -> list[Assignment]:
         [rater.pk, AssignmentState.LEASED],
     )
     held = []
-    width = len(Assignment._meta.concrete_fields)
     for row in rows:
-        assignment = load(Assignment, row)
-        assignment.item = load(StudyItem, row, width)
+        assignment, assignment.item = load_each(row, Assignment, StudyItem)
         held.append(assignment)
     return held
 
@@ -332,8 +330,8 @@ def _store_answer(
     )
     if not rows:
         raise AnswerRejected("this item is not yours")
-    assignment = load(Assignment, rows[0])
-    item = assignment.item = load(StudyItem, rows[0], len(Assignment._meta.concrete_fields))
+    assignment, item = load_each(rows[0], Assignment, StudyItem)
+    assignment.item = item
     if assignment.state == AssignmentState.DONE:
         live = assignment.answers.get(retracted_at__isnull=True)
         return SubmitResult(live, replayed=True)
