@@ -249,27 +249,38 @@ class _TurnRow:
     assistant_response: str
 
 
-def _trigger_and_conversation(trigger_id: int) -> tuple[_TriggerRow, list[dict]]:
-    """The trigger (rubric, where it is) and the conversation up to it, in one statement: the
-    trigger's columns repeat on each turn's row. Plain SQL: the workspace reads it on every
-    request, and the ORM's composition cost more than the database's work (bench/README.md)."""
+def _trigger_conversation_replies(
+    trigger_id: int, unit_ids: tuple[int | None, int | None]
+) -> tuple[_TriggerRow, list[dict], dict[int, str]]:
+    """The trigger (rubric, where it is), the conversation up to it, and the replies of the
+    item's units, in one statement: a UNION ALL of the turns (part 0; the trigger's columns
+    repeat on each turn's row) and the replies (part 1: unit id and reply in the turn columns).
+    Plain SQL: the workspace reads it on every request, and the ORM's composition cost more
+    than the database's work (bench/README.md)."""
     index = connection.ops.quote_name("index")
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT t.type, t.pass_criteria, t.partial_criteria, t.fail_criteria,"  # noqa: S608
-            f" tu.dialogue_id, tu.{index}, c.{index}, c.user_message, c.assistant_response"
+            "SELECT 0 AS part, t.type, t.pass_criteria, t.partial_criteria,"  # noqa: S608
+            f" t.fail_criteria, tu.dialogue_id, tu.{index}, c.{index} AS pos, c.user_message,"
+            " c.assistant_response"
             f" FROM {Trigger._meta.db_table} t"
             f" JOIN {Turn._meta.db_table} tu ON tu.id = t.turn_id"
             f" JOIN {Turn._meta.db_table} c"
             f"   ON c.dialogue_id = tu.dialogue_id AND c.{index} <= tu.{index}"
-            f" WHERE t.id = %s ORDER BY c.{index}",
-            [trigger_id],
+            " WHERE t.id = %s"
+            " UNION ALL"
+            " SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, u.id, u.reply, NULL"
+            f" FROM {EvaluationUnit._meta.db_table} u WHERE u.id IN (%s, %s)"
+            " ORDER BY part, pos",
+            [trigger_id, *unit_ids],
         )
         rows = cursor.fetchall()
-    *fields, dialogue_id, turn_index = rows[0][:6]
+    turns = [row for row in rows if row[0] == 0]
+    replies = {row[7]: row[8] for row in rows if row[0] == 1}
+    *fields, dialogue_id, turn_index = turns[0][1:7]
     trigger = _TriggerRow(*fields, dialogue_id, SimpleNamespace(index=turn_index))
-    messages = conversation_until(trigger, [_TurnRow(*row[6:]) for row in rows])
-    return trigger, [{"role": m.role, "text": m.content} for m in messages]
+    messages = conversation_until(trigger, [_TurnRow(*row[7:]) for row in turns])
+    return trigger, [{"role": m.role, "text": m.content} for m in messages], replies
 
 
 def _rubric(trigger: _TriggerRow) -> dict:
@@ -287,14 +298,9 @@ def item_view(*, assignment: Assignment, study: Study) -> dict:
     kind = study.kind
     if kind == StudyKind.DIALOGUE_AUDIT:
         return _audit_view(assignment)
-    # Small separate queries rather than one wide join: cheaper to plan, and only what is shown.
-    trigger, conversation = _trigger_and_conversation(item.trigger_id)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id, reply FROM {EvaluationUnit._meta.db_table} WHERE id IN (%s, %s)",  # noqa: S608
-            [item.unit_id, item.unit_b_id],
-        )
-        replies = dict(cursor.fetchall())
+    trigger, conversation, replies = _trigger_conversation_replies(
+        item.trigger_id, (item.unit_id, item.unit_b_id)
+    )
     reply = replies.get(item.unit_id, "")
     view = {"conversation": conversation}
     if kind == StudyKind.PAIRWISE:
