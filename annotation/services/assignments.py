@@ -300,37 +300,38 @@ def _store_answer(
     elapsed_ms: int | None,
     now: datetime,
 ) -> SubmitResult:
-    """The body of ``answer_submit``; the caller holds the rater's row lock."""
-    with connection.cursor() as cursor:  # plain statements on this path: see _leased
-        cursor.execute(
-            f"SELECT an.id, a.rater_id FROM {Answer._meta.db_table} an"  # noqa: S608
-            f" JOIN {Assignment._meta.db_table} a ON a.id = an.assignment_id"
-            " WHERE an.idempotency_key = %s",
-            [idempotency_key],
-        )
-        previous = cursor.fetchone()
-    if previous is not None:
-        if previous[1] != rater.pk:
-            raise AnswerRejected("this form was submitted by someone else")
-        return SubmitResult(Answer.objects.get(pk=previous[0]), replayed=True)
-    if rater.study.status != StudyStatus.OPEN:
-        raise AnswerRejected("this study is closed")
-    # The rater's own assignment on the item (none: not theirs) and the item, whose row the
-    # same statement locks. A row locked by SELECT … FOR UPDATE is returned as it is once the
-    # lock is taken (PostgreSQL re-reads it if it waited), so the item read here is current;
-    # so is the assignment, whose state only ever changes under its rater's lock, which this
-    # transaction holds.
+    """The body of ``answer_submit``; the caller holds the rater's row lock.
+
+    One statement reads the rater's own assignment on the item (none: not theirs), the item,
+    whose row it locks, and any answer already stored under this idempotency key (a replay;
+    the uncorrelated LEFT JOIN adds its id and rater to the row). A row locked by SELECT … FOR
+    UPDATE is returned as it is once the lock is taken (PostgreSQL re-reads it if it waited),
+    so the item read here is current; so is the assignment, whose state only ever changes
+    under its rater's lock, which this transaction holds."""
     lock = "FOR UPDATE OF i" if connection.features.has_select_for_update else ""
     rows = fetch_rows(
-        f"SELECT {columns(Assignment, 'a')}, {columns(StudyItem, 'i')}"  # noqa: S608
+        f"SELECT {columns(Assignment, 'a')}, {columns(StudyItem, 'i')},"  # noqa: S608
+        " p.id, p.rater_id"
         f" FROM {Assignment._meta.db_table} a"
         f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
+        " LEFT JOIN ("
+        f"   SELECT an.id, pa.rater_id FROM {Answer._meta.db_table} an"
+        f"   JOIN {Assignment._meta.db_table} pa ON pa.id = an.assignment_id"
+        "    WHERE an.idempotency_key = %s"
+        " ) p ON 1 = 1"
         f" WHERE i.token = %s AND a.rater_id = %s {lock}",
-        [item_token, rater.pk],
+        [idempotency_key, item_token, rater.pk],
     )
     if not rows:
         raise AnswerRejected("this item is not yours")
-    assignment, item = load_each(rows[0], Assignment, StudyItem)
+    *row, previous_id, previous_rater = rows[0]
+    if previous_id is not None:
+        if previous_rater != rater.pk:
+            raise AnswerRejected("this form was submitted by someone else")
+        return SubmitResult(Answer.objects.get(pk=previous_id), replayed=True)
+    if rater.study.status != StudyStatus.OPEN:
+        raise AnswerRejected("this study is closed")
+    assignment, item = load_each(row, Assignment, StudyItem)
     assignment.item = item
     if assignment.state == AssignmentState.DONE:
         live = assignment.answers.get(retracted_at__isnull=True)

@@ -115,6 +115,23 @@ def test_submitting_twice_with_one_key_stores_one_answer(make_study):
     assert StudyItem.objects.get(pk=assignment.item_id).completed_answers == 1
 
 
+def test_a_key_someone_else_used_is_rejected_and_changes_nothing(make_study, make_annotators):
+    users = make_annotators(2)
+    study = make_study(annotators=users, overlap=1)
+    first, second = (rater(study, u) for u in users)
+    theirs = assignment_next(rater=first)
+    mine = assignment_next(rater=second)
+    assert theirs.item_id != mine.item_id
+    stored = submit(first, theirs, "shared-key-1")
+    with pytest.raises(AnswerRejected, match="someone else"):
+        submit(second, mine, "shared-key-1")
+    assert list(Answer.objects.values_list("pk", flat=True)) == [stored.answer.pk]
+    assert Assignment.objects.get(pk=mine.pk).state == AssignmentState.LEASED
+    assert StudyItem.objects.get(pk=mine.item_id).completed_answers == 0
+    # With a fresh key, the same answer goes through.
+    assert not submit(second, mine, "own-key-2").replayed
+
+
 def test_a_second_tab_cannot_answer_a_done_item_again(make_study):
     study = make_study()
     r = rater(study, study.raters.first().user)
@@ -201,7 +218,7 @@ def test_an_item_of_someone_else_is_rejected(make_study, make_annotators):
     study = make_study(annotators=users, overlap=1)
     mine, theirs = (rater(study, u) for u in users)
     their_assignment = assignment_next(rater=theirs)
-    with pytest.raises(AnswerRejected):
+    with pytest.raises(AnswerRejected, match="not yours"):
         submit(mine, their_assignment, "not-mine-key")
 
 
