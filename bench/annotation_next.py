@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from machine import speed_probe  # noqa: E402
+
 TOKEN = re.compile(r'data-item="([^"]*)"')
 KEY = re.compile(r'name="idempotency_key" value="([^"]+)"')
 
@@ -408,6 +410,7 @@ def main() -> None:
     study_id, sessions, items = _prepare(args)
     with open("/proc/loadavg") as loadavg:
         load_before = " ".join(loadavg.read().split()[:3])
+    probe = speed_probe()
     port = _free_port()
     server = _start_gunicorn(args, env, port)
     tally = Tally()
@@ -464,6 +467,10 @@ def main() -> None:
 
     print(f"machine load average (1, 5, 15 min) at the start: {load_before}")
     print(
+        f"machine speed probe (bench/machine.py) at the start: {probe['hot_ms']:.1f} ms busy, "
+        f"{probe['idle_ms']:.1f} ms after 0.5 s idle"
+    )
+    print(
         f"{args.annotators} annotators, {args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
         f"think {args.think_ms:.0f} ms ± {args.think_jitter:.0%}, k={args.k}, {items} items, "
         f"gunicorn {args.workers}×{args.threads} gthread, PostgreSQL"
@@ -511,7 +518,8 @@ def main() -> None:
         f"web_cpu_ms_per_request={cpu_per_request:.1f} pg_cpu_ms_per_request="
         f"{cpu['database'] * 1000 / max(len(all_latency), 1):.1f} "
         f"web_rss_start_mb={rss_start:.1f} web_rss_end_mb={rss_end:.1f} "
-        f"web_rss_max_growth_mb={growth:.1f} load_before={load_before.split()[0]}"
+        f"web_rss_max_growth_mb={growth:.1f} load_before={load_before.split()[0]} "
+        f"probe_hot_ms={probe['hot_ms']:.1f} probe_idle_ms={probe['idle_ms']:.1f}"
     )
 
 
