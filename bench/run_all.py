@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 BENCHMARKS = [
+    "machine.py",
     "corpus_import.py",
     "pipeline.py",
     "stats.py",
