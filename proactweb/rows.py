@@ -73,8 +73,3 @@ def first(model: type[M], sql: str, params: list) -> M | None:
     """The first ``model`` instance ``sql`` (``SELECT {columns(model, a)} …``) finds, or None."""
     rows = fetch_rows(sql, params)
     return load(model, rows[0]) if rows else None
-
-
-def every(model: type[M], sql: str, params: list) -> list[M]:
-    """Every ``model`` instance ``sql`` (``SELECT {columns(model, a)} …``) finds."""
-    return [load(model, row) for row in fetch_rows(sql, params)]
