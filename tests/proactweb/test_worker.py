@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -85,6 +86,15 @@ def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
         stderr=subprocess.STDOUT,
         text=True,
     )
+    # Read the output as it comes: a pipe nobody reads fills up and blocks the writers (the web
+    # server and the worker log to it), and a failure below shows what they said.
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
+    reader.start()
+
+    def output() -> str:
+        return "".join(lines)
+
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -93,19 +103,20 @@ def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
                     assert r.status == 200
                     break
             except OSError:
-                assert time.monotonic() < deadline, "web server did not come up"
-                assert process.poll() is None, process.stdout.read()
+                assert time.monotonic() < deadline, "web server did not come up:\n" + output()
+                assert process.poll() is None, output()
                 time.sleep(0.5)
         # The worker half: it answers a ping on the default queue.
         from proactweb.celery import app
 
         deadline = time.monotonic() + 60
         while not app.control.ping(timeout=1.0):
-            assert time.monotonic() < deadline, "worker did not answer"
+            assert time.monotonic() < deadline, "worker did not answer:\n" + output()
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
-        output, _ = process.communicate(timeout=40)
-        assert process.returncode == 0, output
-        assert "exited with an error" not in output, output
+        process.wait(timeout=40)
+        reader.join(timeout=10)
+        assert process.returncode == 0, output()
+        assert "exited with an error" not in output(), output()
         time.sleep(0.5)
         with pytest.raises(ProcessLookupError):
             os.killpg(process.pid, 0)  # nothing of the web server's group is left running
