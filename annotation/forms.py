@@ -18,10 +18,10 @@ from annotation.kinds import (
     StudyKind,
 )
 from annotation.models import Assignment, Study
-from annotation.roles import ANNOTATOR, RESEARCHER
 from annotation.services.assignments import AnswerInput
 from annotation.services.studies import INSTRUCTIONS_MAX_CHARS, MAX_ITEMS, SEED_MAX, StudySpec
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
+from core.roles import ANNOTATOR, RESEARCHER
 
 VERDICTS = (("PASS", "Pass"), ("PARTIAL", "Partial"), ("FAIL", "Fail"))
 CONFIDENCE = tuple((n, str(n)) for n in range(1, 6))

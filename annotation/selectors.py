@@ -49,7 +49,7 @@ from benchmark.models import (
     Turn,
 )
 from benchmark.selectors import dialogue_for_reading
-from proactweb.rows import columns, fetch_rows, first, load_each
+from core.rows import columns, fetch_rows, first, load_each
 
 JUDGE_LETTERS = "ABCDEFGH"
 # Rater-quality flags (docs/annotation.md): fast clicking, one label, one side.
@@ -63,7 +63,7 @@ FLAG_MIN_ANSWERS = 10
 
 def rater_for(*, user, study_id: int) -> Rater:
     """The user's place in the study, with the study, or 404 (not a rater there, or no such
-    study). Plain SQL: every annotator request starts here (see proactweb/rows.py)."""
+    study). Plain SQL: every annotator request starts here (see core/rows.py)."""
     rows = fetch_rows(
         f"SELECT {columns(Rater, 'r')}, {columns(Study, 's')}"  # noqa: S608
         f" FROM {Rater._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"

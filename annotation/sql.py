@@ -1,4 +1,4 @@
-"""Plain SQL for the workspace's hot path that is not a plain row read (see proactweb/rows.py
+"""Plain SQL for the workspace's hot path that is not a plain row read (see core/rows.py
 for those): the rater's lock. Only table names and fixed fragments are formatted into a
 statement; every value is a parameter."""
 

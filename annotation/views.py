@@ -23,7 +23,6 @@ from annotation.forms import (
 )
 from annotation.kinds import COMMON_SHORTCUTS, StudyKind, shortcuts_for
 from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
-from annotation.roles import staff_like_required
 from annotation.services.assignments import (
     AnswerRejected,
     answer_submit,
@@ -32,6 +31,7 @@ from annotation.services.assignments import (
     assignment_next,
 )
 from annotation.services.studies import StudyInputError, rater_exclusion_set, study_create
+from core.roles import staff_like_required
 
 NOTHING_LEFT = "Nothing is left for you in this study right now. Thank you!"
 LATE_NOTICE = (

@@ -117,7 +117,6 @@ def _prepare(args) -> tuple[int, list[str], int]:
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.auth.models import Group, User
 
-    from annotation.roles import ANNOTATOR
     from annotation.services.studies import StudySpec, study_create
     from benchmark.corpus.importer import corpus_import
     from benchmark.models import (
@@ -132,7 +131,8 @@ def _prepare(args) -> tuple[int, list[str], int]:
         TriggerType,
         UnitState,
     )
-    from proactweb.sessions import SessionStore
+    from core.roles import ANNOTATOR
+    from core.sessions import SessionStore
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"

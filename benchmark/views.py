@@ -1,31 +1,12 @@
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
-from annotation.roles import is_staff_like, staff_like_required
 from benchmark import selectors
 from benchmark.forms import DialogueFilterForm
+from core.roles import staff_like_required
 
 PAGE_SIZE = 50
-
-
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    """Send each person to their own starting page."""
-    if is_staff_like(request.user):
-        return redirect("benchmark:dialogue_list")
-    return redirect("annotation:home")
-
-
-@require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness for load balancers and compose healthchecks: the database answers."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok"})
 
 
 @staff_like_required

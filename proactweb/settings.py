@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    "core",
     "benchmark",
     "annotation",
     "stats",
@@ -118,7 +119,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "annotation.roles.role_context",
+                "core.roles.role_context",
             ],
             "builtins": ["template_partials.templatetags.partials"],
         },
@@ -205,20 +206,19 @@ AUTH_PASSWORD_VALIDATORS = [
 # unless it passes the client's on: then it is the username alone that is throttled.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    # Django's ModelBackend, loading each request's user with one plain statement. (Sessions
-    # from before it named Django's class: those people sign in once more.)
-    "proactweb.auth.ModelBackend",
+    # Django's ModelBackend, loading each request's user with one plain statement.
+    "core.auth.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_USERNAME_CALLABLE = "annotation.login_throttling.throttled_username"
+AXES_USERNAME_CALLABLE = "core.login_throttling.throttled_username"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 
-# Django's database sessions, read with one plain statement (proactweb/sessions.py).
-SESSION_ENGINE = "proactweb.sessions"
+# Django's database sessions, read with one plain statement (core/sessions.py).
+SESSION_ENGINE = "core.sessions"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

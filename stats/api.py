@@ -22,8 +22,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.models import Study
-from annotation.roles import is_staff_like
 from benchmark.models import Condition, EvaluationRun
+from core.roles import is_staff_like
 from stats import exports, selectors, tables
 from stats.compute.resampling import DEFAULT_SEED
 
@@ -197,8 +197,7 @@ class AnyMediaRenderer(JSONRenderer):
     format = "any"
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
-        # What this renderer writes is always JSON (an error): say so, not "*/*" (found by
-        # Schemathesis with ?format=any).
+        # What this renderer writes is always JSON (an error): say so, not "*/*".
         response = (renderer_context or {}).get("response")
         if response is not None:
             response["Content-Type"] = "application/json"

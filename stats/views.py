@@ -5,7 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from annotation.roles import staff_like_required
+from core.roles import staff_like_required
 from stats import dashboard as dashboard_panels
 from stats.forms import BenchmarkScoresUploadForm, DashboardFilterForm
 from stats.models import ExternalBenchmarkScore

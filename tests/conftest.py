@@ -4,7 +4,7 @@ import pytest
 from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 
-from annotation.roles import ANNOTATOR, RESEARCHER
+from core.roles import ANNOTATOR, RESEARCHER
 
 
 def _user(django_user_model, username: str, *, staff: bool = False, group: str | None = None):

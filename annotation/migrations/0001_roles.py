@@ -1,4 +1,4 @@
-"""Create the role groups (annotation.roles)."""
+"""Create the role groups (core.roles)."""
 
 from django.db import migrations
 

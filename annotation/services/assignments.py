@@ -45,7 +45,7 @@ from annotation.models import (
 )
 from annotation.sql import rater_lock
 from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
-from proactweb.rows import columns, fetch_rows, first, load_each
+from core.rows import columns, fetch_rows, first, load_each
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
 
@@ -236,9 +236,8 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
         if item is None:
             # Nothing unlocked. An item another rater's transaction holds at this instant
             # may still have room for this rater once that commits: wait for the first such
-            # item rather than report "nothing left" too early (found by the concurrency
-            # test on PostgreSQL) — but never while holding another item's lock (a lapsed
-            # lease's, above): two such waits could deadlock.
+            # item rather than report "nothing left" too early — but never while holding
+            # another item's lock (a lapsed lease's, above): two such waits could deadlock.
             if holds_an_item_lock:
                 return None
             item = _first_candidate(rater, now, skipped=skipped, wait=True)
@@ -279,9 +278,8 @@ def answer_submit(
     its resume shortcut) and returned as ``following``.
 
     Two transactions, the answer's committed first: handing out in the answer's own
-    transaction would hold the answered item's lock while waiting for a candidate's, and two
-    annotators who had just answered each other's next candidate deadlocked (the PostgreSQL
-    concurrency test)."""
+    transaction would hold the answered item's lock while waiting for a candidate's: two
+    annotators who had just answered each other's next candidate would deadlock."""
     now = now or timezone.now()
     with transaction.atomic():
         result = _store_answer(

@@ -8,7 +8,6 @@ from django.contrib.auth.models import Group
 
 from annotation.kinds import StudyKind
 from annotation.models import Rater, Study
-from annotation.roles import ANNOTATOR
 from annotation.services.studies import StudySpec, study_create
 from benchmark.corpus.importer import corpus_import
 from benchmark.models import (
@@ -25,6 +24,7 @@ from benchmark.models import (
     Trigger,
     UnitState,
 )
+from core.roles import ANNOTATOR
 from tests.factories import jsonl_bytes, records_for, stream
 
 MODELS = (

@@ -11,8 +11,8 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 from django.test import RequestFactory
 
-from annotation.roles import is_annotator, is_researcher
 from benchmark.models import Dialogue, ModelEndpoint, Trigger, Turn
+from core.roles import is_annotator, is_researcher
 
 DEMO_DIR = settings.BASE_DIR / "benchmark" / "demo_data"
 DEMO_MODELS = {"demo-atlas-large", "demo-birch-medium", "demo-cedar-small"}

@@ -1,5 +1,5 @@
 """The login backend: Django's ``ModelBackend``, with the user every request's session names
-read in one plain statement (proactweb/rows.py). Authentication, permissions and the
+read in one plain statement (core/rows.py). Authentication, permissions and the
 active-user check are Django's, unchanged."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib.auth import backends, get_user_model
 from django.core.exceptions import ValidationError
 
-from proactweb.rows import columns, first
+from core.rows import columns, first
 
 
 class ModelBackend(backends.ModelBackend):

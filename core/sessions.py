@@ -11,7 +11,7 @@ from django.contrib.sessions.backends import db
 from django.db import connection
 from django.utils import timezone
 
-from proactweb.rows import columns, first
+from core.rows import columns, first
 
 
 class SessionStore(db.SessionStore):

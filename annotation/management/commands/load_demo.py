@@ -5,10 +5,10 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from annotation.demo import demo_studies_load
-from annotation.roles import ANNOTATOR, RESEARCHER
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation.demo_run import demo_run_load
 from benchmark.models import JudgeDisagreement, ModelEndpoint, Provider
+from core.roles import ANNOTATOR, RESEARCHER
 
 DEMO_DIR = settings.BASE_DIR / "benchmark" / "demo_data"
 

@@ -1,4 +1,4 @@
-"""The session store (proactweb.sessions) reads sessions with plain SQL: a live session loads,
+"""The session store (core.sessions) reads sessions with plain SQL: a live session loads,
 an expired, deleted or malformed one does not (and is never revived), and the browser login
 path works end to end with it."""
 
@@ -9,13 +9,13 @@ from django.conf import settings
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from proactweb.sessions import SessionStore
+from core.sessions import SessionStore
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_project_uses_it():
-    assert settings.SESSION_ENGINE == "proactweb.sessions"
+    assert settings.SESSION_ENGINE == "core.sessions"
 
 
 def test_a_saved_session_loads_with_its_data():
@@ -63,7 +63,7 @@ def test_logging_in_and_out_through_the_pages(client, annotator):
 def test_the_login_backend_loads_the_sessions_user_as_djangos_does(client, annotator):
     from django.contrib.auth.backends import ModelBackend as DjangoBackend
 
-    from proactweb.auth import ModelBackend
+    from core.auth import ModelBackend
 
     ours, django = ModelBackend(), DjangoBackend()
     loaded = ours.get_user(str(annotator.pk))
@@ -82,5 +82,5 @@ def test_a_login_names_this_backend_in_the_session(client, annotator):
         {"username": annotator.username, "password": "pw-" + annotator.username},
     )
     key = client.cookies[settings.SESSION_COOKIE_NAME].value
-    assert SessionStore(key)["_auth_user_backend"] == "proactweb.auth.ModelBackend"
-    assert settings.AUTHENTICATION_BACKENDS[-1] == "proactweb.auth.ModelBackend"
+    assert SessionStore(key)["_auth_user_backend"] == "core.auth.ModelBackend"
+    assert settings.AUTHENTICATION_BACKENDS[-1] == "core.auth.ModelBackend"

@@ -1,4 +1,4 @@
-"""proactweb.rows builds model instances from plain SQL: they must be what the ORM builds —
+"""core.rows builds model instances from plain SQL: they must be what the ORM builds —
 every field's value and type (JSON, datetimes, booleans, nullable keys), on this database."""
 
 import pytest
@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.db.models import Model
 
 from annotation.models import Assignment, Rater, Study, StudyItem
-from proactweb.rows import columns, fetch_rows, first, load
+from core.rows import columns, fetch_rows, first, load
 from tests.annotation.conftest import rater
 
 pytestmark = pytest.mark.django_db
