@@ -186,7 +186,7 @@ def _human_studies(run, rng) -> int:
         StudyItem,
         StudyStatus,
     )
-    from stats.interfaces import FAILURE_MODES
+    from benchmark.vocabulary import FAILURE_MODES
 
     units = list(run.units.order_by("id").values_list("id", "trigger_id"))
     start = datetime(2026, 5, 1, tzinfo=UTC)

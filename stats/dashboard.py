@@ -8,10 +8,10 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
+from benchmark.vocabulary import FAILURE_MODES
 from stats import charts, selectors, studies
 from stats.compute.leaderboard import ALL, TYPE_ORDER
 from stats.exports import RAW_EXPORTS
-from stats.interfaces import FAILURE_MODES
 from stats.tables import Table
 
 PHASES = [(t, f"phase-{t.lower()}") for t in TYPE_ORDER]

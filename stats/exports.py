@@ -29,6 +29,7 @@ import numpy as np
 from annotation.kinds import AUDIT_CHECK_KEYS, StudyKind
 from annotation.models import Answer, RetractionReason
 from benchmark.models import Judgment
+from benchmark.vocabulary import VERDICT_SCORES
 from stats.tables import Column, Table
 
 CHUNK_ROWS = 500
@@ -165,7 +166,6 @@ JUDGMENT_COLUMNS = (
     _c("adjudicated_verdict", "str", "A person's final verdict on this reply, if adjudicated."),
     _c("created_at", "str", "When the judgment was stored (ISO 8601, UTC)."),
 )
-_SCORES = {"PASS": 1.0, "PARTIAL": 0.5, "FAIL": 0.0}
 
 
 def judgment_rows(filters: dict[str, Any]) -> Iterator[tuple]:
@@ -199,7 +199,7 @@ def judgment_rows(filters: dict[str, Any]) -> Iterator[tuple]:
     )
     for row in values.iterator(chunk_size=DB_CHUNK):
         verdict = row[14]
-        yield (*row[:15], _SCORES.get(verdict), *row[15:21], row[21] or "", row[22])
+        yield (*row[:15], VERDICT_SCORES.get(verdict), *row[15:21], row[21] or "", row[22])
 
 
 register_raw_export(

@@ -19,21 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-VERDICTS = ("FAIL", "PARTIAL", "PASS")  # ordinal: Fail < Partial < Pass
+from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER
 
 INJECTED, VANILLA, TIE = "injected", "vanilla", "tie"
 CHOICES = (INJECTED, VANILLA, TIE)
 
-FAILURE_MODES = (
-    "generic_closing",
-    "deliverable_repetition",
-    "ungrounded_suggestion",
-    "premature_closure",
-    "other",
-)
 
-
-def verdict_code(label: str | None, categories: Sequence[str] = VERDICTS) -> int:
+def verdict_code(label: str | None, categories: Sequence[str] = VERDICT_ORDER) -> int:
     """A label's code, case-insensitive (the release writes both ``PASS`` and ``Pass``); -1 for
     none."""
     if not label:
@@ -71,7 +63,7 @@ class LabelMatrix:
     groups: np.ndarray
     judge: np.ndarray
     gold: np.ndarray
-    categories: tuple[str, ...] = VERDICTS
+    categories: tuple[str, ...] = VERDICT_ORDER
     ordered: bool = True
 
     @classmethod
@@ -80,7 +72,7 @@ class LabelMatrix:
         ratings: Iterable[Rating],
         items: Iterable[RatedItem],
         *,
-        categories: Sequence[str] = VERDICTS,
+        categories: Sequence[str] = VERDICT_ORDER,
         ordered: bool = True,
     ) -> LabelMatrix:
         """Build the matrix. A rater who labelled an item twice keeps the later label; ratings

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmark.vocabulary import VERDICT_ORDER
 from stats.interfaces import (
     INJECTED,
     TIE,
     VANILLA,
-    VERDICTS,
     LabelMatrix,
     PreferenceJudgements,
     PreferenceRecord,
@@ -78,7 +78,7 @@ def study1_label_matrix(items_path: Path, ratings_paths: Iterable[Path]) -> Labe
     for where, record in _lines(ratings_paths, ("annotator_id", "item_id", "score")):
         if record["item_id"] not in known:
             raise ReleaseFileError(f"{where}: unknown item {record['item_id']!r}")
-        if str(record["score"]).upper() not in VERDICTS:
+        if str(record["score"]).upper() not in VERDICT_ORDER:
             raise ReleaseFileError(f"{where}: score {record['score']!r} is not Pass/Partial/Fail")
         ratings.append(Rating(record["item_id"], record["annotator_id"], record["score"]))
     return LabelMatrix.from_records(

@@ -34,6 +34,7 @@ from benchmark.models import (
     Trigger,
     TriggerType,
 )
+from benchmark.vocabulary import VERDICT_CODES
 from stats import release_files, studies, tables
 from stats.compute import agreement
 from stats.compute.correlation import benchmark_correlations
@@ -46,8 +47,6 @@ from stats.compute.resampling import DEFAULT_SEED
 from stats.compute.style import style_sensitivity
 from stats.interfaces import FailureModeLabels, LabelMatrix, PreferenceJudgements
 from stats.models import ExternalBenchmarkScore
-
-VERDICT_CODES = {"FAIL": 0, "PARTIAL": 1, "PASS": 2}
 
 
 class StatsInputError(ValueError):

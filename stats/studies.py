@@ -36,13 +36,12 @@ import numpy as np
 from annotation.kinds import AuditDecision, Case, StudyKind
 from annotation.models import Answer, AssignmentRole, Rater, Study
 from benchmark.models import Judgment, JudgmentState
+from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER
 from stats.compute import agreement
 from stats.interfaces import (
-    FAILURE_MODES,
     INJECTED,
     TIE,
     VANILLA,
-    VERDICTS,
     FailureModeLabel,
     FailureModeLabels,
     LabelMatrix,
@@ -54,8 +53,8 @@ from stats.interfaces import (
 
 # Each kind's labels (annotation/kinds.py) as categories, and whether their order is ordinal.
 SCALES: dict[str, tuple[tuple[str, ...], bool]] = {
-    StudyKind.DIRECT_RATING: (VERDICTS, True),
-    StudyKind.ADJUDICATION: (VERDICTS, True),
+    StudyKind.DIRECT_RATING: (VERDICT_ORDER, True),
+    StudyKind.ADJUDICATION: (VERDICT_ORDER, True),
     StudyKind.FAILURE_MODE: (FAILURE_MODES, False),
     StudyKind.DIALOGUE_AUDIT: (tuple(AuditDecision.values), False),
     StudyKind.PAIRWISE: (tuple(Case.values), False),
@@ -216,7 +215,7 @@ def label_matrix(
             notes.append(f"{thirds} third auditor decision(s) on split audits left out")
     ratings = [Rating(str(a.item_id), data.names[a.rater_id], a.label) for a in answers]
     # A judge's verdict is a label only on the verdict scale (a pair's is its stratum).
-    with_judge = categories == VERDICTS
+    with_judge = categories == VERDICT_ORDER
     items = [
         RatedItem(
             str(pk),

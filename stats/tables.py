@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER
 from stats.compute.correlation import CorrelationRow, MeanCorrelationRow
 from stats.compute.disclosure import DisclosureRow
 from stats.compute.failure_modes import FailureModeRow
@@ -24,7 +25,6 @@ from stats.compute.human import Estimate, HumanAgreementRow
 from stats.compute.leaderboard import LeaderboardRow
 from stats.compute.preference import AnnotatorRow, PreferenceRow
 from stats.compute.style import StyleSensitivity
-from stats.interfaces import FAILURE_MODES, VERDICTS
 
 
 @dataclass(frozen=True)
@@ -348,8 +348,8 @@ HUMAN_AGREEMENT = (
     *_ci("majority_kappa_quadratic", "the quadratic-weighted kappa"),
     *(
         _c(f"majority_{m}_judge_{j}", "int", f"Items: majority label {m}, judge {j}.")
-        for m in VERDICTS
-        for j in VERDICTS
+        for m in VERDICT_ORDER
+        for j in VERDICT_ORDER
     ),
 )
 
@@ -385,9 +385,9 @@ def human_agreement_rows(
             **_estimate("majority_kappa", r.majority_kappa),
             **_estimate("majority_kappa_quadratic", r.majority_kappa_quadratic),
         }
-        if tuple(categories) == VERDICTS:
-            for i, m in enumerate(VERDICTS):
-                for j, judge in enumerate(VERDICTS):
+        if tuple(categories) == VERDICT_ORDER:
+            for i, m in enumerate(VERDICT_ORDER):
+                for j, judge in enumerate(VERDICT_ORDER):
                     row[f"majority_{m}_judge_{judge}"] = int(r.confusion[i, j])
         out.append(row)
     return out

@@ -20,10 +20,11 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import IO, Literal
+from typing import IO, Annotated, Literal
 
 from django.db import transaction
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -49,6 +50,7 @@ from annotation.models import (
 from benchmark.corpus.parsing import iter_json_lines
 from benchmark.corpus.schema import json_path
 from benchmark.models import Dialogue
+from benchmark.vocabulary import Verdict
 
 MAX_REPORTED = 200
 KINDS = {"direct": StudyKind.DIRECT_RATING, "pairwise": StudyKind.PAIRWISE}
@@ -93,8 +95,16 @@ class _Rating(_Open):
     server_received_at: datetime | None = Field(default=None, strict=False)
 
 
+def _release_verdict(value: str) -> str:
+    """The release writes a verdict as ``Pass`` or ``PASS``; nothing else is one."""
+    if value not in Verdict.values and value not in Verdict.labels:
+        allowed = ", ".join(f"{v!r}" for v in (*Verdict.labels, *Verdict.values))
+        raise ValueError(f"should be one of {allowed}")
+    return value.upper()
+
+
 class DirectRating(_Rating):
-    score: Literal["Pass", "Partial", "Fail", "PASS", "PARTIAL", "FAIL"]
+    score: Annotated[StrictStr, AfterValidator(_release_verdict)]
 
 
 class PairwiseRating(_Rating):

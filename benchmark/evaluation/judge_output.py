@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass
 
 from benchmark.evaluation.evidence import quote_in_reply
+from benchmark.vocabulary import parse_verdict
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-VERDICTS = ("PASS", "PARTIAL", "FAIL")
 
 
 class JudgeOutputError(ValueError):
@@ -43,7 +43,7 @@ def parse_judge_output(text: str, *, reply: str) -> JudgeVerdict:
     verdict, rationale, evidence = data["verdict"], data["rationale"], data["evidence"]
     if not all(isinstance(v, str) for v in (verdict, rationale, evidence)):
         raise JudgeOutputError("verdict, rationale and evidence must be strings")
-    if verdict.strip().upper() not in VERDICTS:
+    if parse_verdict(verdict) is None:
         raise JudgeOutputError(f"verdict must be one of PASS, PARTIAL, FAIL (got {verdict!r})")
     if not rationale.strip():
         raise JudgeOutputError("the rationale is empty")

@@ -42,6 +42,7 @@ from benchmark.models import (
     Trigger,
     UnitState,
 )
+from benchmark.vocabulary import Verdict, parse_verdict
 
 _TOP_KEYS = ("unique_id_eval", "evaluated_model", "trigger_points", "turn_records")
 _DERIVED_KEYS = (
@@ -184,7 +185,7 @@ def _parse(
                 bad = True
             result = tp.evaluation_result
             if result.status == "EVALUATED":
-                if (result.score or "").upper() not in ("PASS", "PARTIAL", "FAIL"):
+                if parse_verdict(result.score) is None:
                     errors.append(
                         CorpusError(
                             line,
@@ -385,7 +386,7 @@ def results_export(
 
 def _export_record(dialogue, endpoint, units, judgments, meta: dict) -> dict[str, Any]:
     stats = {
-        t: {"PASS": 0, "PARTIAL": 0, "FAIL": 0, "SKIPPED": 0}
+        t: {**dict.fromkeys(Verdict.values, 0), "SKIPPED": 0}
         for t in ("EMERGENT", "CRITICAL", "RECOVERY")
     }
     trigger_points, turn_records = [], []

@@ -36,8 +36,8 @@ from benchmark.models.runs import (
     RunSource,
     RunStatus,
     UnitState,
-    Verdict,
 )
+from benchmark.vocabulary import Verdict
 
 __all__ = [
     "PHASE_WINDOWS",

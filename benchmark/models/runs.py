@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmark.models.corpus import ModelEndpoint, Trigger
+from benchmark.vocabulary import Verdict
 
 
 class ModelPrice(models.Model):
@@ -157,15 +158,6 @@ class EvaluationUnit(models.Model):
 
     def __str__(self) -> str:
         return f"unit {self.pk} ({self.state})"
-
-
-class Verdict(models.TextChoices):
-    PASS = "PASS", "Pass"
-    PARTIAL = "PARTIAL", "Partial"
-    FAIL = "FAIL", "Fail"
-
-
-VERDICT_SCORES = {Verdict.PASS: 1.0, Verdict.PARTIAL: 0.5, Verdict.FAIL: 0.0}
 
 
 class JudgmentState(models.TextChoices):

@@ -11,6 +11,7 @@ Verdicts are ordinal codes throughout: FAIL = 0, PARTIAL = 1, PASS = 2 (the scor
 -1 means "no verdict" (skipped, missing, judge error).
 """
 
-FAIL, PARTIAL, PASS = 0, 1, 2
+from benchmark.vocabulary import VERDICT_CODES, Verdict
+
+FAIL, PARTIAL, PASS = (VERDICT_CODES[v] for v in (Verdict.FAIL, Verdict.PARTIAL, Verdict.PASS))
 NO_VERDICT = -1
-VERDICT_LABELS = ("FAIL", "PARTIAL", "PASS")

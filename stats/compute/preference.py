@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
+from benchmark.vocabulary import Verdict
 from stats.compute.resampling import (
     CONFIDENCE,
     DEFAULT_SEED,
@@ -31,7 +32,7 @@ from stats.compute.resampling import (
 from stats.interfaces import INJECTED, TIE, PreferenceJudgements
 
 ALL = "ALL"
-STRATA = ("PASS", "PARTIAL", "FAIL")
+STRATA = tuple(Verdict.values)  # best first, as the release reports them
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from annotation.models import Study
 from annotation.services.assignments import assignment_next
 from benchmark.corpus.importer import corpus_import
 from benchmark.models import TriggerType
+from benchmark.vocabulary import FAILURE_MODES
 from stats import charts
 from stats.dashboard import failure_mode_chart, preference_chart
-from stats.interfaces import FAILURE_MODES
 from stats.models import ExternalBenchmarkScore
 from stats.tables import Table
 from tests.factories import jsonl_bytes, records_for, stream

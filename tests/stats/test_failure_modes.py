@@ -5,8 +5,9 @@ shares (every share rounds back to the table); the pooled row must then be the m
 import numpy as np
 import pytest
 
+from benchmark.vocabulary import FAILURE_MODES
 from stats.compute.failure_modes import POOLED, failure_mode_table
-from stats.interfaces import FAILURE_MODES, FailureModeLabel, FailureModeLabels
+from stats.interfaces import FailureModeLabel, FailureModeLabels
 
 TABLE_2 = {  # model: (n_fail, counts per mode) ; printed shares in the comment
     "GPT-5.5": (71, (14, 49, 2, 5, 1)),  # 20 69 3 7 1

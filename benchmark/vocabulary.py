@@ -1,0 +1,63 @@
+"""The protocol's judgement vocabularies, defined once (SPEC 2.1, 2.6): a verdict and its
+score, and the five-way taxonomy of RECOVERY failures.
+
+A leaf: it imports nothing of the project, so the pipeline, the human studies and the pure
+statistics (``stats.compute``) can all read it.
+"""
+
+from django.db import models
+
+
+class Verdict(models.TextChoices):
+    PASS = "PASS", "Pass"
+    PARTIAL = "PARTIAL", "Partial"
+    FAIL = "FAIL", "Fail"
+
+
+VERDICT_SCORES = {Verdict.PASS: 1.0, Verdict.PARTIAL: 0.5, Verdict.FAIL: 0.0}
+
+# Worst to best: the order an ordinal statistic reads verdicts in, and each verdict's code in
+# the statistics' arrays (FAIL = 0, PARTIAL = 1, PASS = 2; the score is code / 2).
+VERDICT_ORDER = (Verdict.FAIL.value, Verdict.PARTIAL.value, Verdict.PASS.value)
+VERDICT_CODES = {verdict: code for code, verdict in enumerate(VERDICT_ORDER)}
+
+
+def parse_verdict(text: object) -> str | None:
+    """``text`` as a verdict (any case, surrounding space ignored), or None if it is none."""
+    if not isinstance(text, str):
+        return None
+    wanted = text.strip().upper()
+    return wanted if wanted in VERDICT_CODES else None
+
+
+class FailureMode(models.TextChoices):
+    """Why a RECOVERY reply failed (SPEC 2.6)."""
+
+    GENERIC_CLOSING = "generic_closing", "Generic closing"
+    DELIVERABLE_REPETITION = "deliverable_repetition", "Deliverable repetition"
+    UNGROUNDED_SUGGESTION = "ungrounded_suggestion", "Ungrounded suggestion"
+    PREMATURE_CLOSURE = "premature_closure", "Premature closure"
+    OTHER = "other", "Other"
+
+
+FAILURE_MODE_DEFINITIONS = {
+    FailureMode.GENERIC_CLOSING: (
+        "Signs off with boilerplate (“let me know if you need anything”, “good luck!”) "
+        "instead of offering anything grounded in the conversation."
+    ),
+    FailureMode.DELIVERABLE_REPETITION: (
+        "Restates or summarises the plan, list or answer already given earlier, adding "
+        "nothing new for what comes next."
+    ),
+    FailureMode.UNGROUNDED_SUGGESTION: (
+        "Offers a forward-looking step, but one not tied to the details the user disclosed "
+        "(generic advice, or facts the user never gave)."
+    ),
+    FailureMode.PREMATURE_CLOSURE: (
+        "Closes the conversation (acknowledges, wraps up) without offering any next step at all."
+    ),
+    FailureMode.OTHER: "None of the above: describe it in the note.",
+}
+
+# The taxonomy's values, in order: the categories of the failure-mode statistics.
+FAILURE_MODES = tuple(FailureMode.values)
