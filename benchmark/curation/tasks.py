@@ -1,8 +1,7 @@
-"""Celery task for curation: ids in, load, call the service. Registered via benchmark/tasks.py."""
+"""Celery task for curation: ids in, load, call the service (``benchmark/tasks.py`` imports
+it, so that Celery's autodiscovery registers it)."""
 
 from __future__ import annotations
-
-import random
 
 from celery import shared_task
 
@@ -14,6 +13,7 @@ from benchmark.curation.services import (
 )
 from benchmark.models import CommunicationStyle, ModelEndpoint, Scenario
 from benchmark.providers.base import ProviderError
+from core.backoff import backoff_s
 
 MAX_RETRIES = 5
 BASE_BACKOFF_S = 30
@@ -21,9 +21,9 @@ MAX_BACKOFF_S = 900
 
 
 def retry_countdown(retries: int) -> float:
-    """Exponential backoff with jitter, so that workers hit by the same outage do not all
-    come back at the same second."""
-    return min(MAX_BACKOFF_S, BASE_BACKOFF_S * 2**retries) * random.uniform(0.5, 1.5)
+    """Seconds before retry number ``retries + 1``: up to 30 s, doubling, 15 minutes at most
+    (``core.backoff``)."""
+    return backoff_s(retries + 1, base_s=BASE_BACKOFF_S, cap_s=MAX_BACKOFF_S)
 
 
 @shared_task(

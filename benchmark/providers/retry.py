@@ -4,8 +4,7 @@ Both SDKs are built with ``max_retries=0`` and retried here instead, so that eve
 policy, attempts are counted and reported, the rate limiter is consulted before *every* attempt,
 and tests can inject ``sleep`` and ``rng``.
 
-Policy: exponential backoff with full jitter (sleep ``rng() * min(cap_s, base_s * 2**(n-1))``
-after attempt n; see "Exponential Backoff And Jitter", AWS Architecture Blog, 2015), but never
+Policy: exponential backoff with full jitter after attempt n (``core.backoff``), but never
 less than the server's ``retry-after-ms`` / ``Retry-After``. Retried: 408, 429, 5xx, connection
 errors, timeouts, and ``ProviderError(retryable=True)`` raised by the attempt itself (e.g. a
 truncated body). Every other 4xx fails at once. Anything that is not a vendor failure (a bug)
@@ -34,6 +33,7 @@ import anthropic
 import openai
 
 from benchmark.providers.base import ProviderError
+from core.backoff import backoff_s
 
 logger = logging.getLogger(__name__)
 
@@ -138,12 +138,6 @@ def parse_retry_after(headers: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def backoff_s(attempt: int, *, base_s: float, cap_s: float, rng: Callable[[], float]) -> float:
-    """Full jitter: uniformly random up to the capped exponential, so that many clients that
-    failed together do not retry together."""
-    return rng() * min(cap_s, base_s * 2 ** (attempt - 1))
 
 
 @dataclass(frozen=True)

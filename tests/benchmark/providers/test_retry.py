@@ -13,7 +13,8 @@ from benchmark.evaluation import aio
 from benchmark.providers.anthropic_messages import AnthropicMessagesProvider
 from benchmark.providers.base import ChatMessage, ChatRequest, ProviderError
 from benchmark.providers.openai_chat import OpenAIChatProvider
-from benchmark.providers.retry import backoff_s, call_with_retries, parse_retry_after, redact
+from benchmark.providers.retry import call_with_retries, parse_retry_after, redact
+from core.backoff import backoff_s
 from tests.fakes.vendor_server import FakeVendorServer, Fault
 
 API_KEY = "sk-test-retry-0123456789abcdef"
