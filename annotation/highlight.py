@@ -9,7 +9,7 @@ reply containing ``<script>`` therefore stays text, inside or outside a mark.
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from benchmark.evaluation.evidence import _QUOTES, split_fragments
+from benchmark.evaluation.evidence import split_fragments, straighten_quotes
 
 
 def _normalised(text: str) -> tuple[str, list[int]]:
@@ -18,7 +18,7 @@ def _normalised(text: str) -> tuple[str, list[int]]:
     chars: list[str] = []
     where: list[int] = []
     previous_space = False
-    for index, char in enumerate(text.translate(_QUOTES)):
+    for index, char in enumerate(straighten_quotes(text)):
         if char.isspace():
             if previous_space:
                 continue

@@ -25,6 +25,7 @@ from benchmark.models import (
     RunAuditEvent,
     RunStatus,
 )
+from benchmark.tasks import launch_run, resume_run
 
 # What a run is: frozen once it has started, so that its results always match it.
 RUN_DEFINITION = (
@@ -103,8 +104,6 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Launch selected runs")
     def launch_runs(self, request, queryset):
-        from benchmark.tasks import launch_run
-
         launched = 0
         for run in queryset.filter(status=RunStatus.QUEUED):
             _audit(request, run, AuditAction.LAUNCH)
@@ -124,8 +123,6 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Resume selected runs")
     def resume_runs(self, request, queryset):
-        from benchmark.tasks import resume_run
-
         for run in queryset:
             _audit(request, run, AuditAction.RESUME)
             _enqueue_after_commit(resume_run, run.pk)

@@ -31,9 +31,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from benchmark.curation.prompts import load_prompt
-from benchmark.curation.schema import PlannerDecision, PlannerReplyError, parse_planner_reply
-from benchmark.curation.views import (
+from benchmark.curation.agent_views import (
     AssistantView,
     Disclosure,
     Exchange,
@@ -46,6 +44,8 @@ from benchmark.curation.views import (
     UserAgentView,
     UserOrder,
 )
+from benchmark.curation.prompts import load_prompt
+from benchmark.curation.schema import PlannerDecision, PlannerReplyError, parse_planner_reply
 from benchmark.models import PHASE_WINDOWS, DialogueStatus, TriggerType
 from benchmark.providers.base import ChatMessage, ChatProvider, ChatRequest, ChatResult
 

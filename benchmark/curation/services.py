@@ -14,8 +14,8 @@ from datetime import datetime
 from django.db import transaction
 
 from benchmark.corpus.importer import CorpusImportError, corpus_import
+from benchmark.curation.agent_views import PersonaCard, RoadmapCard, ScenarioCard, StyleCard
 from benchmark.curation.loop import CurationError, CurationSpec, curate_dialogue
-from benchmark.curation.views import PersonaCard, RoadmapCard, ScenarioCard, StyleCard
 from benchmark.models import Blueprint, CommunicationStyle, Dialogue, ModelEndpoint, Scenario
 from benchmark.providers.base import ChatProvider
 

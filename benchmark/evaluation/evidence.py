@@ -17,6 +17,13 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "‚": "'", "`": "`"})
+
+
+def straighten_quotes(text: str) -> str:
+    """Curly quotes as straight ones, character for character (offsets are kept)."""
+    return text.translate(_QUOTES)
+
+
 _SPACE = re.compile(r"\s+")
 _MARKUP = re.compile(r"[*_`#>]+|^\s*(?:[-•]|\d+[.)])\s+", re.MULTILINE)
 _QUOTED = re.compile(r'"([^"]{3,})"')
@@ -27,12 +34,12 @@ MIN_FRAGMENT_CHARS = 8
 
 def normalise(text: str) -> str:
     """Whitespace and quote characters only."""
-    return _SPACE.sub(" ", text.translate(_QUOTES)).strip()
+    return _SPACE.sub(" ", straighten_quotes(text)).strip()
 
 
 def _loose(text: str) -> str:
     """Also without Markdown markup, list markers, quote marks and case."""
-    text = _MARKUP.sub(" ", text.translate(_QUOTES)).replace('"', "").replace("'", "")
+    text = _MARKUP.sub(" ", straighten_quotes(text)).replace('"', "").replace("'", "")
     return _SPACE.sub(" ", text).strip().lower()
 
 
@@ -43,7 +50,7 @@ def quote_in_reply(quote: str, reply: str) -> bool:
 
 def split_fragments(evidence: str) -> list[str]:
     """The quoted fragments of an evidence string (or its separator-split pieces)."""
-    text = evidence.translate(_QUOTES)
+    text = straighten_quotes(evidence)
     quoted = [q.strip() for q in _QUOTED.findall(text)]
     pieces = quoted or [p.strip(' "') for p in _SEPARATORS.split(text)]
     fragments = []

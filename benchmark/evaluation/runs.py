@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
+from benchmark.evaluation.tasks import run_units
 from benchmark.models import (
     AuditAction,
     AuditVia,
@@ -120,8 +121,6 @@ def run_units_create(*, run: EvaluationRun) -> int:
 def _enqueue(unit_ids: list[int]) -> None:
     """One task per batch of ``settings.EVAL_BATCH_SIZE`` units, published through a single
     broker connection and producer (a fresh one per message costs milliseconds each)."""
-    from benchmark.tasks import run_units
-
     size = settings.EVAL_BATCH_SIZE
     with run_units.app.producer_or_acquire() as producer:
         for start in range(0, len(unit_ids), size):

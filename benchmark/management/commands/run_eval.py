@@ -14,6 +14,7 @@ from benchmark.models import (
     ModelEndpoint,
     RunStatus,
 )
+from benchmark.tasks import launch_run
 
 FINAL = {RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED}
 
@@ -84,8 +85,6 @@ class Command(BaseCommand):
                 )
             except runs.RunActionError as exc:
                 raise CommandError(str(exc)) from None
-            from benchmark.tasks import launch_run
-
             self._audit(run, AuditAction.LAUNCH)
             launch_run.delay(run.pk)
         self.stdout.write(f"Run {run.pk} launched.")

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from benchmark.corpus.schema import OFFICIAL_KEYS
+from benchmark.curation.agent_views import AssistantView, PlannerView, UserAgentView, UserOrder
 from benchmark.curation.loop import CurationError, curate_dialogue, leaked_tokens
 from benchmark.curation.services import curation_spec_for
-from benchmark.curation.views import AssistantView, PlannerView, UserAgentView, UserOrder
 from tests.benchmark.curation import scripted
 from tests.benchmark.curation.scripted import ANCHORS, PLANNER, USER, decision
 

@@ -14,6 +14,7 @@ from django.db import OperationalError, connection
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation import engine, inflight
 from benchmark.evaluation.engine import units_execute
+from benchmark.evaluation.tasks import retry_countdown, run_units
 from benchmark.models import (
     CallInFlight,
     EvaluationUnit,
@@ -23,7 +24,6 @@ from benchmark.models import (
     ResponseCacheEntry,
     UnitState,
 )
-from benchmark.tasks import retry_countdown, run_units
 from tests.benchmark.evaluation.test_batches import _endpoint, _in_thread, _reply, _running_run
 from tests.factories import jsonl_bytes, records_for, stream
 from tests.fakes.vendor_server import FakeVendorServer
