@@ -142,7 +142,7 @@ def dashboard_panels(
     ``study_kind``, those of the tables that read its kind."""
     names = list(RUN_PANELS) if request.run is not None else []
     if request.study is not None and study_kind is not None:
-        names += [n for n in STUDY_PANELS if n in studies.TABLES_FOR_KIND[study_kind]]
+        names += [n for n in STUDY_PANELS if n in studies.tables_for_kind(study_kind)]
     panels = {name: _panel(name, request) for name in names}
     chart_makers = {
         "leaderboard": leaderboard_charts,

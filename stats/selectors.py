@@ -19,7 +19,6 @@ from typing import Literal
 
 import numpy as np
 
-from annotation.kinds import StudyKind
 from annotation.models import Study
 from benchmark.models import (
     Anchor,
@@ -476,12 +475,8 @@ def study_for_table(*, study_id: int, table: str, cache: dict | None = None) -> 
     study = cache["study"]
     if study is None:
         raise StatsInputError(f"no study {study_id}")
-    if table not in studies.TABLES_FOR_KIND[study.kind]:
-        readers = [
-            StudyKind(kind).label.lower()
-            for kind, names in studies.TABLES_FOR_KIND.items()
-            if table in names
-        ]
+    if table not in studies.tables_for_kind(study.kind):
+        readers = [label.lower() for label in studies.kinds_reading(table)]
         raise StatsInputError(
             f"study {study_id} is a {study.get_kind_display().lower()} study: the {table} table "
             f"reads {' or '.join(readers)} studies"

@@ -69,6 +69,16 @@ TABLES_FOR_KIND: dict[str, tuple[str, ...]] = {
     StudyKind.DIALOGUE_AUDIT: ("human-agreement",),
 }
 
+def tables_for_kind(kind: str) -> tuple[str, ...]:
+    """The names of the statistics tables that read a study of ``kind``."""
+    return TABLES_FOR_KIND.get(kind, ())
+
+
+def kinds_reading(table: str) -> list[str]:
+    """The labels of the study kinds whose studies ``table`` reads (for messages)."""
+    return [StudyKind(kind).label for kind, names in TABLES_FOR_KIND.items() if table in names]
+
+
 # A pairwise answer's label is the case that won: A is the vanilla reply, B the rubric-injected.
 CASE_CHOICES = {Case.A: VANILLA, Case.B: INJECTED, Case.TIE: TIE}
 
