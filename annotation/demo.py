@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from annotation.kinds import StudyKind
+from annotation.kinds import adjudication, dialogue_audit, direct_rating, failure_mode, pairwise
 from annotation.models import Study
 from annotation.services.studies import StudySpec, study_create
 from benchmark.models import (
@@ -48,7 +48,7 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
     common = {"annotators": annotators, "seed": SEED}
     return [
         StudySpec(
-            kind=StudyKind.PAIRWISE,
+            kind=pairwise.KIND.key,
             name="Demo: which closing reply helps more?",
             instructions=(
                 "The user is wrapping up. Read the conversation, then both replies. Which one "
@@ -61,7 +61,7 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
             **common,
         ),
         StudySpec(
-            kind=StudyKind.DIALOGUE_AUDIT,
+            kind=dialogue_audit.KIND.key,
             name="Demo: audit curated dialogues",
             instructions=(
                 "Check each dialogue against the protocol. Answer every row, add a note where "
@@ -74,7 +74,7 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
             **common,
         ),
         StudySpec(
-            kind=StudyKind.ADJUDICATION,
+            kind=adjudication.KIND.key,
             name="Demo: settle judge disagreements",
             instructions=(
                 "Two judges scored this reply differently. Read the rubric and the reply, weigh "
@@ -85,7 +85,7 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
             **common,
         ),
         StudySpec(
-            kind=StudyKind.DIRECT_RATING,
+            kind=direct_rating.KIND.key,
             name="Demo: rate single replies",
             instructions=(
                 "Rate the reply against the rubric: Pass, Partial or Fail, with how sure you "
@@ -99,7 +99,7 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
             **common,
         ),
         StudySpec(
-            kind=StudyKind.FAILURE_MODE,
+            kind=failure_mode.KIND.key,
             name="Demo: why did these closing replies fail?",
             instructions=(
                 "Each reply failed its RECOVERY rubric. Pick the failure mode that fits best; "

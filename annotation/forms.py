@@ -1,8 +1,8 @@
-"""Forms: creating and importing studies (staff), and one answer form per study kind.
+"""Forms: creating and importing studies (staff), and the base of every kind's answer form
+(each kind's own form lives in its module, ``annotation/kinds/``).
 
-Answer forms turn what the page posts into an ``AnswerInput``: a pairwise choice arrives as a
-screen position ("1", "2", "tie") and is mapped back to Case A / B here, on the server, from
-the order this annotator was shown — the page itself never knows which side is which.
+An answer form turns what the page posts into an ``AnswerInput``, on the server: the page
+itself never knows which side of a pair is which, or which judge is which.
 """
 
 from __future__ import annotations
@@ -10,30 +10,16 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
-from annotation.kinds import (
-    AUDIT_CHECKS,
-    AuditDecision,
-    FailureMode,
-    PairChoice,
-    StudyKind,
-)
+from annotation import kinds
 from annotation.models import Assignment, Study
 from annotation.services.assignments import AnswerInput
 from annotation.services.studies import INSTRUCTIONS_MAX_CHARS, MAX_ITEMS, SEED_MAX, StudySpec
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
 from core.roles import ANNOTATOR, RESEARCHER
 
-VERDICTS = (("PASS", "Pass"), ("PARTIAL", "Partial"), ("FAIL", "Fail"))
 CONFIDENCE = tuple((n, str(n)) for n in range(1, 6))
 
-# The selection fields each kind uses (the creation form shows only these).
-KIND_FIELDS = {
-    StudyKind.DIALOGUE_AUDIT: ("dialogue_status", "adjudicators"),
-    StudyKind.PAIRWISE: ("run", "endpoints", "trigger_type"),
-    StudyKind.DIRECT_RATING: ("run", "endpoints", "trigger_type", "condition"),
-    StudyKind.FAILURE_MODE: ("run", "endpoints", "condition"),
-    StudyKind.ADJUDICATION: ("run", "endpoints", "trigger_type", "condition"),
-}
+# Around each kind's own selection fields (``StudyKind.selection_fields``).
 COMMON_FIELDS = (
     "kind",
     "name",
@@ -85,7 +71,7 @@ def annotator_choices(*groups: str):
 
 
 class StudyCreateForm(forms.Form):
-    kind = forms.ChoiceField(choices=StudyKind.choices)
+    kind = forms.ChoiceField(choices=kinds.kind_choices)
     name = forms.CharField(
         max_length=200, help_text="Annotators see it: never name a model, judge or condition."
     )
@@ -158,10 +144,6 @@ class StudyCreateForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
         label="Gold items",
-        help_text=(
-            "One per line: the item key, a space, the expected answer (pairwise A / B / tie, "
-            "audit pass / fail, verdicts PASS / PARTIAL / FAIL, failure modes by name)."
-        ),
     )
 
     def __init__(self, *args, **kwargs):
@@ -170,20 +152,29 @@ class StudyCreateForm(forms.Form):
         self.fields["annotators"].queryset = annotator_choices()
         # A split audit may well be settled by a researcher.
         self.fields["adjudicators"].queryset = annotator_choices(ANNOTATOR, RESEARCHER)
+        answers = "; ".join(
+            f"{kind.label.lower()}: {' / '.join(kind.labels)}" for kind in kinds.all_kinds()
+        )
+        self.fields[
+            "gold"
+        ].help_text = f"One per line: the item key, a space, the expected answer ({answers})."
 
     def chosen_kind(self) -> str:
+        """The kind whose fields to show: the one chosen, else the first of the menu."""
         raw = self.data.get("kind") if self.is_bound else self.initial.get("kind")
-        return raw if raw in StudyKind.values else StudyKind.PAIRWISE
+        if isinstance(raw, str) and kinds.find(raw) is not None:
+            return raw
+        return kinds.all_kinds()[0].key
 
     def visible_fields_for_kind(self):
-        kind = self.chosen_kind()
-        names = (*COMMON_FIELDS, *KIND_FIELDS[kind], *TAIL_FIELDS)
+        kind = kinds.get(self.chosen_kind())
+        names = (*COMMON_FIELDS, *kind.selection_fields, *TAIL_FIELDS)
         return [self[name] for name in names]
 
     def to_spec(self) -> StudySpec:
         data = self.cleaned_data
         kind = data["kind"]
-        used = set(KIND_FIELDS[kind])
+        used = set(kinds.get(kind).selection_fields)
         return StudySpec(
             kind=kind,
             name=data["name"],
@@ -240,9 +231,14 @@ class ExclusionForm(forms.Form):
 
 
 class AnswerForm(forms.Form):
-    """What every answer carries. Each subclass adds its kind's fields and ``to_input()``."""
+    """What every answer carries. Each kind's subclass adds its fields and ``to_input()``.
+
+    ``keys``: per radio field, each option's keyboard keys (``{"verdict": {"PASS": ("p",)}}``):
+    the templates write them on the options (``annotation_tags.radios``), the ``?`` overlay
+    lists the kind's ``shortcuts``."""
 
     note_label = "Reason"
+    keys: dict[str, dict[str, tuple[str, ...]]] = {}
     idempotency_key = forms.RegexField(
         regex=r"^[A-Za-z0-9_-]{8,64}$",
         widget=forms.HiddenInput,
@@ -251,7 +247,7 @@ class AnswerForm(forms.Form):
     elapsed_ms = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
     note = forms.CharField(required=False, max_length=10_000, widget=forms.Textarea)
 
-    def __init__(self, *args, study: Study, assignment: Assignment, **kwargs):
+    def __init__(self, *args, study: Study, assignment: Assignment, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.study, self.assignment = study, assignment
         self.fields["note"].label = self.note_label
@@ -260,143 +256,15 @@ class AnswerForm(forms.Form):
             f"{self.note_label}: this study asks for one (press r to type it)."
         )
 
+    def to_input(self) -> AnswerInput:
+        raise NotImplementedError
 
-def _confidence_field() -> forms.TypedChoiceField:
+
+def confidence_field() -> forms.TypedChoiceField:
+    """Confidence 1–5 (Shift+1 … Shift+5), for the kinds that ask for one."""
     return forms.TypedChoiceField(
         choices=CONFIDENCE,
         coerce=int,
         widget=forms.RadioSelect,
         error_messages={"required": "Confidence: choose 1 to 5 (Shift+1 … Shift+5)."},
     )
-
-
-class PairwiseAnswerForm(AnswerForm):
-    choice = forms.ChoiceField(
-        choices=PairChoice.choices,
-        widget=forms.RadioSelect,
-        error_messages={"required": "Choose Response 1, Response 2 or Tie (keys 1, 2, 0)."},
-    )
-    confidence = _confidence_field()
-
-    def to_input(self) -> AnswerInput:
-        choice = self.cleaned_data["choice"]
-        order = self.assignment.display["order"]  # e.g. ["B", "A"]: Response 1 is Case B
-        label = "tie" if choice == PairChoice.TIE else order[int(choice) - 1]
-        return AnswerInput(
-            label=label,
-            confidence=self.cleaned_data["confidence"],
-            note=self.cleaned_data["note"].strip(),
-            details={"choice": choice},
-        )
-
-
-class VerdictAnswerForm(AnswerForm):
-    verdict = forms.ChoiceField(
-        choices=VERDICTS,
-        widget=forms.RadioSelect,
-        error_messages={"required": "Choose Pass, Partial or Fail (keys p, a, f)."},
-    )
-
-    def to_input(self) -> AnswerInput:
-        return AnswerInput(
-            label=self.cleaned_data["verdict"],
-            confidence=self.cleaned_data.get("confidence"),
-            note=self.cleaned_data["note"].strip(),
-        )
-
-
-class DirectAnswerForm(VerdictAnswerForm):
-    note_label = "Rationale"
-    confidence = _confidence_field()
-
-
-class AdjudicationAnswerForm(VerdictAnswerForm):
-    note_label = "Note"
-
-
-class FailureModeAnswerForm(AnswerForm):
-    note_label = "Note"
-    label = forms.ChoiceField(
-        choices=FailureMode.choices,
-        widget=forms.RadioSelect,
-        error_messages={"required": "Choose a failure mode (keys 1–5)."},
-    )
-
-    def clean(self):
-        data = super().clean()
-        if data.get("label") == FailureMode.OTHER and not (data.get("note") or "").strip():
-            self.add_error("note", "Note: describe the failure when you choose “Other”.")
-        return data
-
-    def to_input(self) -> AnswerInput:
-        suggested = (self.assignment.display.get("suggested") or {}).get("label", "")
-        label = self.cleaned_data["label"]
-        return AnswerInput(
-            label=label,
-            note=self.cleaned_data["note"].strip(),
-            details={"suggested": suggested, "changed": bool(suggested) and label != suggested},
-        )
-
-
-class AuditAnswerForm(AnswerForm):
-    note_label = "Overall note"
-    decision = forms.ChoiceField(
-        choices=AuditDecision.choices,
-        widget=forms.RadioSelect,
-        label="Overall",
-        error_messages={"required": "Overall: choose Pass or Fail (keys p, f)."},
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        for key, question in AUDIT_CHECKS:
-            self.fields[f"check_{key}"] = forms.ChoiceField(
-                choices=(("yes", "Yes"), ("no", "No")),
-                widget=forms.RadioSelect,
-                label=question,
-                error_messages={"required": f"{question.split(':')[0]}: answer yes or no."},
-            )
-            self.fields[f"note_{key}"] = forms.CharField(
-                required=False, max_length=2000, label="Note"
-            )
-
-    def check_rows(self):
-        return [(self[f"check_{key}"], self[f"note_{key}"]) for key, _ in AUDIT_CHECKS]
-
-    def to_input(self) -> AnswerInput:
-        data = self.cleaned_data
-        checks = {
-            key: {"ok": data[f"check_{key}"] == "yes", "note": data[f"note_{key}"].strip()}
-            for key, _ in AUDIT_CHECKS
-        }
-        return AnswerInput(
-            label=data["decision"], note=data["note"].strip(), details={"checks": checks}
-        )
-
-
-ANSWER_FORMS: dict[str, type[AnswerForm]] = {
-    StudyKind.PAIRWISE: PairwiseAnswerForm,
-    StudyKind.DIRECT_RATING: DirectAnswerForm,
-    StudyKind.ADJUDICATION: AdjudicationAnswerForm,
-    StudyKind.FAILURE_MODE: FailureModeAnswerForm,
-    StudyKind.DIALOGUE_AUDIT: AuditAnswerForm,
-}
-
-
-def answer_form_initial(kind: str, answer) -> dict:
-    """A retracted answer as form values, so an undone item comes back as it was answered."""
-    if answer is None:
-        return {}
-    initial = {"note": answer.note, "confidence": answer.confidence}
-    if kind == StudyKind.PAIRWISE:
-        initial["choice"] = answer.details.get("choice")
-    elif kind == StudyKind.FAILURE_MODE:
-        initial["label"] = answer.label
-    elif kind == StudyKind.DIALOGUE_AUDIT:
-        initial["decision"] = answer.label
-        for key, check in (answer.details.get("checks") or {}).items():
-            initial[f"check_{key}"] = "yes" if check.get("ok") else "no"
-            initial[f"note_{key}"] = check.get("note", "")
-    else:
-        initial["verdict"] = answer.label
-    return initial

@@ -18,7 +18,7 @@ Pure functions: no database, no randomness.
 import re
 from dataclasses import dataclass
 
-from annotation.kinds import FailureMode
+from benchmark.vocabulary import FailureMode
 
 REPETITION_SHARE = 0.55
 SHORT_REPLY_WORDS = 40

@@ -22,7 +22,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation.kinds import StudyKind
+from annotation.kinds.registry import kind_choices
 
 
 def new_token() -> str:
@@ -47,7 +47,9 @@ class Study(models.Model):
     name = models.CharField(
         max_length=200, help_text="Annotators see it: never name a model or a condition."
     )
-    kind = models.CharField(max_length=20, choices=StudyKind.choices)
+    # The registered kinds (annotation/kinds/): read when validated or shown, so the choices
+    # follow the registry without a migration.
+    kind = models.CharField(max_length=20, choices=kind_choices)
     status = models.CharField(max_length=8, choices=StudyStatus.choices, default=StudyStatus.OPEN)
     source = models.CharField(
         max_length=10, choices=StudySource.choices, default=StudySource.CREATED
@@ -311,7 +313,7 @@ class RetractionReason(models.TextChoices):
 
 
 class Answer(models.Model):
-    """One submitted answer. ``label`` is normalised per kind (see annotation/kinds.py)."""
+    """One submitted answer. ``label`` is normalised per kind (``StudyKind.labels``)."""
 
     assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="answers")
     idempotency_key = models.CharField(

@@ -3,33 +3,38 @@
 The two access helpers (``rater_for``, ``assignment_for``) are where permissions and blinding
 are enforced: an annotator reaches a study only as one of its raters, and an item only through
 an assignment of their own (anything else is a 404). ``item_view`` builds what the workspace
-shows, and is the one place that turns sides and judges into "Response 1/2" and "Judge A/B":
-nothing it returns names a model, a judge, a condition or a unit.
+shows, through the study's kind (each kind turns its sides and judges into "Response 1/2" and
+"Judge A/B"): nothing it returns names a model, a judge, a condition or a unit.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 from django.db import connection
-from django.db.models import Count, Exists, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+)
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from annotation.highlight import highlight
-from annotation.kinds import (
-    AUDIT_CHECKS,
-    FAILURE_MODE_DEFINITIONS,
-    FAILURE_MODE_KEYS,
-    FailureMode,
-    StudyKind,
-)
+from annotation import kinds
 from annotation.metrics import Vote, gold_accuracy, percent_agreement, rater_figures
 from annotation.models import (
     Answer,
     Assignment,
-    AssignmentRole,
     AssignmentState,
     Rater,
     RaterExclusion,
@@ -39,19 +44,9 @@ from annotation.models import (
     StudyStatus,
 )
 from benchmark.evaluation.requests import conversation_until
-from benchmark.models import (
-    Anchor,
-    EvaluationUnit,
-    Judgment,
-    JudgmentState,
-    Trigger,
-    TriggerType,
-    Turn,
-)
-from benchmark.selectors import dialogue_for_reading
+from benchmark.models import Anchor, EvaluationUnit, Trigger, TriggerType, Turn
 from core.rows import columns, fetch_rows, first, load_each
 
-JUDGE_LETTERS = "ABCDEFGH"
 # Rater-quality flags (docs/annotation.md): fast clicking, one label, one side.
 FAST_MEDIAN_S = 30
 ONE_SIDED_SHARE = 0.8
@@ -208,29 +203,8 @@ def undone_answer(*, assignment: Assignment) -> Answer | None:
     )
 
 
-def judge_verdict_reveal(*, study: Study, answer: Answer) -> dict | None:
-    """Direct rating, after submission only: the run's primary judge on the answered reply."""
-    item = answer.assignment.item
-    judgment = (
-        Judgment.objects.filter(
-            unit_id=item.unit_id, judge_id=study.run.primary_judge_id, state=JudgmentState.DONE
-        ).first()
-        if study.run_id and item.unit_id
-        else None
-    )
-    verdict = judgment.verdict if judgment else item.payload.get("judge_score", "").upper()
-    if not verdict:
-        return None
-    return {
-        "yours": answer.label,
-        "judge": verdict,
-        "rationale": judgment.rationale if judgment else item.payload.get("judge_rationale", ""),
-        "agree": verdict == answer.label,
-    }
-
-
 @dataclass(frozen=True)
-class _TriggerRow:
+class TriggerRow:
     """What the workspace reads of a trigger and its turn (the shape ``conversation_until``
     expects of a trigger: ``.turn.index``)."""
 
@@ -249,9 +223,17 @@ class _TurnRow:
     assistant_response: str
 
 
-def _trigger_conversation_replies(
-    trigger_id: int, unit_ids: tuple[int | None, int | None]
-) -> tuple[_TriggerRow, list[dict], dict[int, str]]:
+@dataclass(frozen=True)
+class ReplyContext:
+    """What the workspace shows of a reply's place: its trigger, the conversation up to it,
+    and the replies (by unit id) the item rates."""
+
+    trigger: TriggerRow
+    conversation: list[dict]
+    replies: dict[int, str]
+
+
+def reply_context(item: StudyItem) -> ReplyContext:
     """The trigger (rubric, where it is), the conversation up to it, and the replies of the
     item's units, in one statement: a UNION ALL of the turns (part 0; the trigger's columns
     repeat on each turn's row) and the replies (part 1: unit id and reply in the turn columns).
@@ -272,18 +254,19 @@ def _trigger_conversation_replies(
             " SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, u.id, u.reply, NULL"
             f" FROM {EvaluationUnit._meta.db_table} u WHERE u.id IN (%s, %s)"
             " ORDER BY part, pos",
-            [trigger_id, *unit_ids],
+            [item.trigger_id, item.unit_id, item.unit_b_id],
         )
         rows = cursor.fetchall()
     turns = [row for row in rows if row[0] == 0]
     replies = {row[7]: row[8] for row in rows if row[0] == 1}
     *fields, dialogue_id, turn_index = turns[0][1:7]
-    trigger = _TriggerRow(*fields, dialogue_id, SimpleNamespace(index=turn_index))
+    trigger = TriggerRow(*fields, dialogue_id, SimpleNamespace(index=turn_index))
     messages = conversation_until(trigger, [_TurnRow(*row[7:]) for row in turns])
-    return trigger, [{"role": m.role, "text": m.content} for m in messages], replies
+    return ReplyContext(trigger, [{"role": m.role, "text": m.content} for m in messages], replies)
 
 
-def _rubric(trigger: _TriggerRow) -> dict:
+def rubric(trigger: TriggerRow) -> dict:
+    """The trigger's rubric as the workspace shows it."""
     return {
         "type": TriggerType(trigger.type).label,
         "pass": trigger.pass_criteria,
@@ -292,108 +275,21 @@ def _rubric(trigger: _TriggerRow) -> dict:
     }
 
 
+def known_facts(trigger: TriggerRow) -> list[str]:
+    """The anchors the user has disclosed by the trigger's turn, in disclosure order."""
+    return list(
+        Anchor.objects.filter(
+            dialogue_id=trigger.dialogue_id,
+            disclosed_in__index__lte=trigger.turn.index,
+        )
+        .order_by("disclosed_in__index", "key")
+        .values_list("text", flat=True)
+    )
+
+
 def item_view(*, assignment: Assignment, study: Study) -> dict:
     """What the workspace shows for this assignment (blinded; see the module docstring)."""
-    item = assignment.item
-    kind = study.kind
-    if kind == StudyKind.DIALOGUE_AUDIT:
-        return _audit_view(assignment)
-    trigger, conversation, replies = _trigger_conversation_replies(
-        item.trigger_id, (item.unit_id, item.unit_b_id)
-    )
-    reply = replies.get(item.unit_id, "")
-    view = {"conversation": conversation}
-    if kind == StudyKind.PAIRWISE:
-        replies = {"A": reply, "B": replies.get(item.unit_b_id, "")}
-        view["responses"] = [
-            {"number": n, "text": replies[case]}
-            for n, case in enumerate(assignment.display["order"], start=1)
-        ]
-    elif kind == StudyKind.DIRECT_RATING:
-        view["reply"] = reply
-        view["rubric"] = _rubric(trigger)
-        view["known"] = list(
-            Anchor.objects.filter(
-                dialogue_id=trigger.dialogue_id,
-                disclosed_in__index__lte=trigger.turn.index,
-            )
-            .order_by("disclosed_in__index", "key")
-            .values_list("text", flat=True)
-        )
-    elif kind == StudyKind.ADJUDICATION:
-        view["rubric"] = _rubric(trigger)
-        by_judge = {
-            j.judge_name: j
-            for j in Judgment.objects.filter(unit_id=item.unit_id, state=JudgmentState.DONE)
-        }
-        judges = []
-        for letter, name in zip(JUDGE_LETTERS, assignment.display.get("order", []), strict=False):
-            judgment = by_judge.get(name)
-            if judgment is None:
-                continue
-            judges.append(
-                {
-                    "letter": letter,
-                    "css": f"judge-{letter.lower()}",
-                    "verdict": judgment.get_verdict_display(),
-                    "rationale": judgment.rationale,
-                    "evidence": judgment.evidence,
-                }
-            )
-        view["judges"] = judges
-        view["reply_html"] = highlight(
-            reply, [(j["css"], j["evidence"]) for j in judges if j["evidence"]]
-        )
-    elif kind == StudyKind.FAILURE_MODE:
-        view["reply"] = reply
-        suggestion = assignment.display.get("suggested") or {}
-        view["suggestion"] = {
-            "label": suggestion.get("label", ""),
-            "name": FailureMode(suggestion["label"]).label if suggestion.get("label") else "",
-            "reason": suggestion.get("reason", ""),
-        }
-        view["definitions"] = [
-            (mode.value, FAILURE_MODE_KEYS[mode.value], mode.label, FAILURE_MODE_DEFINITIONS[mode])
-            for mode in FailureMode
-        ]
-    return view
-
-
-def _audit_view(assignment: Assignment) -> dict:
-    dialogue = dialogue_for_reading(pk=assignment.item.dialogue_id)
-    findings: dict[int | None, list[dict]] = {}
-    for finding in dialogue.findings:
-        findings.setdefault(finding.get("turn"), []).append(finding)
-    view = {
-        "dialogue": dialogue,
-        "turns": [
-            {"turn": turn, "findings": findings.get(turn.index, [])}
-            for turn in dialogue.turns.all()
-        ],
-        "dialogue_findings": findings.get(None, []),
-        "adjudicating": assignment.role == AssignmentRole.ADJUDICATE,
-        "audits": [],
-    }
-    if view["adjudicating"]:
-        questions = dict(AUDIT_CHECKS)
-        earlier = Answer.objects.filter(
-            assignment__item_id=assignment.item_id,
-            assignment__role=AssignmentRole.ANNOTATE,
-            retracted_at__isnull=True,
-        ).order_by("submitted_at", "id")
-        view["audits"] = [
-            {
-                "number": n,
-                "decision": answer.label,
-                "note": answer.note,
-                "checks": [
-                    (questions.get(key, key), check.get("ok"), check.get("note", ""))
-                    for key, check in (answer.details.get("checks") or {}).items()
-                ],
-            }
-            for n, answer in enumerate(earlier, start=1)
-        ]
-    return view
+    return kinds.get(study.kind).item_view(assignment, study)
 
 
 # --- Staff pages ------------------------------------------------------------------------------
@@ -458,25 +354,26 @@ def study_overview(*, study: Study) -> dict:
     agreement, agreement_items = percent_agreement(counted)
     accuracy, gold_answers = gold_accuracy(counted, expected)
     figures = rater_figures(votes, expected)
-    items = study.items.aggregate(
-        total=Count("id"),
-        complete=Count("id", filter=Q(completed_answers__gte=F("required_answers"))),
-        gold=Count("id", filter=Q(is_gold=True)),
-        outcomes_pass=Count("id", filter=Q(outcome__in=["pass", "PASS"])),
-        outcomes_decided=Count("id", filter=~Q(outcome="")),
-    )
+    items: dict = {"total": 0, "complete": 0, "gold": 0, "outcomes": Counter()}
+    for outcome, is_gold, complete, n in (
+        study.items.annotate(
+            complete=ExpressionWrapper(
+                Q(completed_answers__gte=F("required_answers")), output_field=BooleanField()
+            )
+        )
+        .values_list("outcome", "is_gold", "complete")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        items["total"] += n
+        items["complete"] += n if complete else 0
+        items["gold"] += n if is_gold else 0
+        if outcome:
+            items["outcomes"][outcome] += n
     rows = []
     for rater in raters:
         fig = figures.get(rater.pk)
         rows.append({"rater": rater, "figures": fig, "flags": _flags(fig) if fig else []})
-    preference = None
-    if study.kind == StudyKind.PAIRWISE:
-        decided = [v for v in counted if v.label in ("A", "B")]
-        preference = {
-            "b": sum(v.label == "B" for v in decided),
-            "decided": len(decided),
-            "ties": sum(v.label == "tie" for v in counted),
-        }
     return {
         "raters": rows,
         "items": items,
@@ -486,7 +383,7 @@ def study_overview(*, study: Study) -> dict:
         "agreement_items": agreement_items,
         "gold_accuracy": accuracy,
         "gold_answers": gold_answers,
-        "preference": preference,
+        "summary": kinds.get(study.kind).summary(items, counted),
         "exclusions": list(
             RaterExclusion.objects.filter(rater__study=study)
             .select_related("rater__user", "by")

@@ -14,14 +14,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import selectors
-from annotation.forms import (
-    ANSWER_FORMS,
-    ExclusionForm,
-    StudyCreateForm,
-    answer_form_initial,
-)
-from annotation.kinds import COMMON_SHORTCUTS, StudyKind, shortcuts_for
+from annotation import kinds, selectors
+from annotation.forms import AnswerForm, ExclusionForm, StudyCreateForm
+from annotation.kinds.base import COMMON_SHORTCUTS, StudyKind
 from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
 from annotation.services.assignments import (
     AnswerRejected,
@@ -59,44 +54,40 @@ def _workspace(
     rater: Rater,
     assignment: Assignment | None,
     *,
-    form=None,
+    form: AnswerForm | None = None,
     notice: str = "",
 ) -> HttpResponse:
     study = rater.study
+    kind = kinds.get(study.kind)
     context = {
         "study": study,
+        "kind": kind,
         "assignment": assignment,
         "progress": selectors.rater_progress(rater=rater, with_left=assignment is None),
-        "shortcuts": shortcuts_for(study.kind),
+        "shortcuts": kind.all_shortcuts(),
         "notice": notice,
         "is_open": study.status == StudyStatus.OPEN,
     }
     if assignment is not None:
-        context["view"] = selectors.item_view(assignment=assignment, study=study)
+        context["view"] = kind.item_view(assignment, study)
         if assignment.state == AssignmentState.LEASED and context["is_open"]:
             if form is None:
-                form = ANSWER_FORMS[study.kind](
-                    initial=_initial(study, assignment), study=study, assignment=assignment
+                form = kind.answer_form(
+                    initial=_initial(kind, assignment), study=study, assignment=assignment
                 )
             context["form"] = form
         else:
             context["answer"] = assignment.answers.order_by("-id").first()
-    if study.kind == StudyKind.DIRECT_RATING:
-        last = selectors.last_answer(rater=rater)
-        if last is not None and (
-            assignment is None or last.assignment.item_id != assignment.item_id
-        ):
-            context["reveal"] = selectors.judge_verdict_reveal(study=study, answer=last)
+    context["reveal"] = kind.feedback(study, rater, assignment.item_id if assignment else None)
     template = "annotation/workspace.html"
     if request.htmx:
         template += "#workspace"
     return render(request, template, context)
 
 
-def _initial(study: Study, assignment: Assignment) -> dict:
-    initial = answer_form_initial(study.kind, selectors.undone_answer(assignment=assignment))
-    if study.kind == StudyKind.FAILURE_MODE and "label" not in initial:
-        initial["label"] = (assignment.display.get("suggested") or {}).get("label")
+def _initial(kind: StudyKind, assignment: Assignment) -> dict:
+    """The form as the rater left it (an undone answer), with a fresh idempotency key."""
+    initial = kind.form_initial(selectors.undone_answer(assignment=assignment), assignment)
     initial["idempotency_key"] = secrets.token_urlsafe(16)
     return initial
 
@@ -132,7 +123,9 @@ def answer(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
     assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
     rater = assignment.rater
     study = rater.study
-    form = ANSWER_FORMS[study.kind](request.POST, study=study, assignment=assignment)
+    form: AnswerForm = kinds.get(study.kind).answer_form(
+        request.POST, study=study, assignment=assignment
+    )
     if not form.is_valid():
         return _workspace(request, rater, assignment, form=form)
     try:
@@ -219,15 +212,19 @@ def study_new(request: HttpRequest) -> HttpResponse:
     return render(request, template, {"form": form})
 
 
+def _study_page(study: Study) -> dict:
+    return {
+        "study": study,
+        "kind": kinds.get(study.kind),
+        "overview": selectors.study_overview(study=study),
+    }
+
+
 @staff_like_required
 @require_GET
 def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
-    return render(
-        request,
-        "annotation/study_detail.html",
-        {"study": study, "overview": selectors.study_overview(study=study)},
-    )
+    return render(request, "annotation/study_detail.html", _study_page(study))
 
 
 @staff_like_required
@@ -245,9 +242,5 @@ def rater_exclusion(request: HttpRequest, study_id: int, rater_id: int) -> HttpR
         )
     if request.htmx:
         study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
-        return render(
-            request,
-            "annotation/study_detail.html#quality",
-            {"study": study, "overview": selectors.study_overview(study=study)},
-        )
+        return render(request, "annotation/study_detail.html#quality", _study_page(study))
     return redirect(reverse("annotation:study_detail", args=[study_id]) + "#quality")

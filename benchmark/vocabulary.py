@@ -1,14 +1,43 @@
 """The protocol's judgement vocabularies, defined once (SPEC 2.1, 2.6): a verdict and its
 score, and the five-way taxonomy of RECOVERY failures.
 
-A leaf: it imports nothing of the project, so the pipeline, the human studies and the pure
-statistics (``stats.compute``) can all read it.
+A leaf in plain Python — no Django, nothing of the project — so that the pipeline, the human
+studies and the pure statistics (``stats.compute``, which must not import Django) all read the
+same definitions. ``Vocabulary`` gives its enums the shape of Django's ``TextChoices``
+(``.values``, ``.labels``, ``.choices``, a ``label`` per member), so model and form fields take
+them as they are.
 """
 
-from django.db import models
+from enum import EnumType, StrEnum
 
 
-class Verdict(models.TextChoices):
+class _VocabularyType(EnumType):
+    @property
+    def values(cls) -> list[str]:
+        return [member.value for member in cls]
+
+    @property
+    def labels(cls) -> list[str]:
+        return [member.label for member in cls]
+
+    @property
+    def choices(cls) -> list[tuple[str, str]]:
+        return [(member.value, member.label) for member in cls]
+
+
+class Vocabulary(StrEnum, metaclass=_VocabularyType):
+    """Members are written ``NAME = "value", "Label"``; each is the string ``value``."""
+
+    label: str
+
+    def __new__(cls, value: str, label: str):
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.label = label
+        return member
+
+
+class Verdict(Vocabulary):
     PASS = "PASS", "Pass"
     PARTIAL = "PARTIAL", "Partial"
     FAIL = "FAIL", "Fail"
@@ -30,7 +59,7 @@ def parse_verdict(text: object) -> str | None:
     return wanted if wanted in VERDICT_CODES else None
 
 
-class FailureMode(models.TextChoices):
+class FailureMode(Vocabulary):
     """Why a RECOVERY reply failed (SPEC 2.6)."""
 
     GENERIC_CLOSING = "generic_closing", "Generic closing"

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from annotation.kinds import AUDIT_CHECK_KEYS, StudyKind
+from annotation import kinds
+from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS, DialogueAudit
 from annotation.models import Answer, RetractionReason
 from benchmark.models import Judgment
 from benchmark.vocabulary import VERDICT_SCORES
@@ -221,7 +222,8 @@ VOTE_COLUMNS = (
     _c(
         "study_kind",
         "str",
-        "pairwise, dialogue_audit, adjudication, direct_rating or failure_mode.",
+        "The study's kind (a registered kind's key: pairwise, dialogue_audit, adjudication, "
+        "direct_rating, failure_mode, ...).",
     ),
     _c("study_source", "str", "created (in the Workbench) or imported (from the release)."),
     _c("run_id", "int", "The run the study's items come from; empty for audits and imports."),
@@ -329,18 +331,18 @@ def vote_rows(filters: dict[str, Any]) -> Iterator[tuple]:
         "retraction_reason",
     )
     for row in values.iterator(chunk_size=DB_CHUNK):
-        kind, details, display = row[3], row[23] or {}, row[24] or {}
-        order = display.get("order") or []
-        pairwise, failure_mode = kind == StudyKind.PAIRWISE, kind == StudyKind.FAILURE_MODE
+        kind, details, display = kinds.find(row[3]), row[23] or {}, row[24] or {}
+        # The kind fills its own columns (StudyKind.vote_values); the rest stay empty.
+        own = kind.vote_values(details, display) if kind is not None else {}
         yield (
             *row[:18],
             row[18] or row[19],  # the username, or the release's annotator_id
             *row[20:23],
-            details.get("choice", "") if pairwise else "",
-            "|".join(order),
-            (bool(order) and order[0] == "B") if pairwise else None,
-            (details.get("suggested") or "") if failure_mode else "",
-            details.get("changed") if failure_mode else None,
+            own.get("position_chosen", ""),
+            "|".join(display.get("order") or []),
+            own.get("injected_on_left"),
+            own.get("suggested", ""),
+            own.get("suggestion_changed"),
             *row[25:31],
             *_retraction(row[31], row[32]),
         )
@@ -382,7 +384,7 @@ AUDIT_COLUMNS = (
 def audit_rows(filters: dict[str, Any]) -> Iterator[tuple]:
     values = (
         _answers(filters)
-        .filter(assignment__item__study__kind=StudyKind.DIALOGUE_AUDIT)
+        .filter(assignment__item__study__kind=DialogueAudit.key)
         .values_list(
             "id",
             "assignment__item__study_id",

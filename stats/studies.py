@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from annotation.kinds import AuditDecision, Case, StudyKind
+from annotation import kinds
+from annotation.kinds.pairwise import Case
 from annotation.models import Answer, AssignmentRole, Rater, Study
 from benchmark.models import Judgment, JudgmentState
 from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER
@@ -51,32 +52,17 @@ from stats.interfaces import (
     Rating,
 )
 
-# Each kind's labels (annotation/kinds.py) as categories, and whether their order is ordinal.
-SCALES: dict[str, tuple[tuple[str, ...], bool]] = {
-    StudyKind.DIRECT_RATING: (VERDICT_ORDER, True),
-    StudyKind.ADJUDICATION: (VERDICT_ORDER, True),
-    StudyKind.FAILURE_MODE: (FAILURE_MODES, False),
-    StudyKind.DIALOGUE_AUDIT: (tuple(AuditDecision.values), False),
-    StudyKind.PAIRWISE: (tuple(Case.values), False),
-}
-
-# The statistics tables that read each kind of study.
-TABLES_FOR_KIND: dict[str, tuple[str, ...]] = {
-    StudyKind.PAIRWISE: ("preference", "preference-raters", "human-agreement"),
-    StudyKind.DIRECT_RATING: ("human-agreement",),
-    StudyKind.ADJUDICATION: ("human-agreement",),
-    StudyKind.FAILURE_MODE: ("failure-modes", "human-agreement"),
-    StudyKind.DIALOGUE_AUDIT: ("human-agreement",),
-}
 
 def tables_for_kind(kind: str) -> tuple[str, ...]:
-    """The names of the statistics tables that read a study of ``kind``."""
-    return TABLES_FOR_KIND.get(kind, ())
+    """The names of the statistics tables that read a study of ``kind`` (the kind declares
+    them: ``StudyKind.tables``); none for a kind no longer registered."""
+    found = kinds.find(kind)
+    return found.tables if found is not None else ()
 
 
 def kinds_reading(table: str) -> list[str]:
     """The labels of the study kinds whose studies ``table`` reads (for messages)."""
-    return [StudyKind(kind).label for kind, names in TABLES_FOR_KIND.items() if table in names]
+    return [kind.label for kind in kinds.all_kinds() if table in kind.tables]
 
 
 # A pairwise answer's label is the case that won: A is the vanilla reply, B the rubric-injected.
@@ -158,6 +144,9 @@ def _primary_verdicts(study: Study) -> dict[int, str]:
 
 def _items(study: Study) -> dict[int, _Item]:
     verdicts = _primary_verdicts(study)
+    # Imported items keep the release's record verbatim; the kind names the field that holds
+    # the judge's verdict on the item.
+    judge_field = f"payload__{kinds.get(study.kind).release_judge_field}"
     rows = study.items.values_list(
         "pk",
         "is_gold",
@@ -165,16 +154,12 @@ def _items(study: Study) -> dict[int, _Item]:
         "trigger__type",
         "unit_id",
         "unit__endpoint__name",
-        # Imported items keep the release's record verbatim.
         "payload__trigger_type",
-        "payload__judge_score",
-        "payload__judge_score_case_a",
+        judge_field,
     )
     items = {}
-    for pk, is_gold, expected, trigger_type, unit_id, model, r_type, r_judge, r_judge_a in rows:
-        judge = verdicts.get(unit_id) or (
-            r_judge_a if study.kind == StudyKind.PAIRWISE else r_judge
-        )
+    for pk, is_gold, expected, trigger_type, unit_id, model, r_type, r_judge in rows:
+        judge = verdicts.get(unit_id) or r_judge
         items[pk] = _Item(
             is_gold=is_gold,
             expected=expected if is_gold else "",
@@ -215,14 +200,15 @@ def label_matrix(
 ) -> tuple[LabelMatrix, list[str]]:
     """Every live label of the study as items × raters (any kind: its labels are the
     categories), the judge's label and the gold label per item; and notes for the table."""
-    categories, ordered = SCALES[data.kind]
+    kind = kinds.get(data.kind)
+    categories, ordered = kind.labels, kind.ordinal
     answers = data.counted(include_excluded=include_excluded)
     notes = data.excluded_note(include_excluded=include_excluded)
-    if data.kind == StudyKind.DIALOGUE_AUDIT:
-        thirds = sum(a.role == AssignmentRole.ADJUDICATE for a in answers)
-        answers = [a for a in answers if a.role == AssignmentRole.ANNOTATE]
-        if thirds:
-            notes.append(f"{thirds} third auditor decision(s) on split audits left out")
+    # An adjudicator's decision on a split is not an independent rating: they saw the others.
+    thirds = sum(a.role == AssignmentRole.ADJUDICATE for a in answers)
+    answers = [a for a in answers if a.role == AssignmentRole.ANNOTATE]
+    if thirds:
+        notes.append(f"{thirds} third auditor decision(s) on split audits left out")
     ratings = [Rating(str(a.item_id), data.names[a.rater_id], a.label) for a in answers]
     # A judge's verdict is a label only on the verdict scale (a pair's is its stratum).
     with_judge = categories == VERDICT_ORDER

@@ -24,14 +24,14 @@ went to someone else is stored, retracted as ``lapsed``.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from annotation.kinds import StudyKind
+from annotation import kinds
 from annotation.models import (
     Answer,
     Assignment,
@@ -44,7 +44,6 @@ from annotation.models import (
     StudyStatus,
 )
 from annotation.sql import rater_lock
-from benchmark.models import Dialogue, DialogueStatus, JudgeDisagreement
 from core.rows import columns, fetch_rows, first, load_each
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
@@ -171,20 +170,10 @@ def _first_candidate(
     return first(StudyItem, sql, params)
 
 
-def _display(item: StudyItem, slot: int) -> dict:
-    sides = item.payload.get("sides") or []
-    if not sides:
-        return {}
-    shift = slot % len(sides)
-    return {"order": sides[shift:] + sides[:shift]}
-
-
 def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assignment:
-    """A new assignment; ``holders`` (the places already taken) rotates the display order."""
-    display = _display(item, holders)
-    suggestion = item.payload.get("suggestion")
-    if suggestion:
-        display["suggested"] = suggestion
+    """A new assignment; ``holders`` (the places already taken) is the new rater's slot, which
+    the kind's display rotates the side order by."""
+    display = kinds.get(rater.study.kind).display(item, holders)
     assignment = Assignment.objects.create(
         item=item,
         rater=rater,
@@ -398,11 +387,9 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
 
 
 def _item_changed(item: StudyItem, study: Study, now: datetime) -> None:
-    """Save the item's count and whatever its live answers now decide. Item row locked."""
-    if study.kind == StudyKind.DIALOGUE_AUDIT:
-        _audit_outcome(item, study)
-    elif study.kind == StudyKind.ADJUDICATION:
-        _adjudication_outcome(item, now)
+    """Save the item's count and whatever its live answers now decide (the kind's
+    ``decide``). Item row locked."""
+    kinds.get(study.kind).decide(item, study, now)
     StudyItem.objects.filter(pk=item.pk).update(
         completed_answers=item.completed_answers,
         required_answers=item.required_answers,
@@ -411,55 +398,18 @@ def _item_changed(item: StudyItem, study: Study, now: datetime) -> None:
     )
 
 
-def _live_answers(item: StudyItem) -> list[tuple[str, str, str, int | None]]:
-    """(label, role, note, user id) of the item's live answers, in submission order."""
-    return list(
-        Answer.objects.filter(assignment__item=item, retracted_at__isnull=True)
+class LiveAnswer(NamedTuple):
+    label: str
+    role: str
+    note: str
+    user_id: int | None
+
+
+def live_answers(item: StudyItem) -> list[LiveAnswer]:
+    """The item's live answers, in submission order (what a kind's ``decide`` reads)."""
+    return [
+        LiveAnswer(*row)
+        for row in Answer.objects.filter(assignment__item=item, retracted_at__isnull=True)
         .order_by("submitted_at", "id")
         .values_list("label", "assignment__role", "note", "assignment__rater__user_id")
-    )
-
-
-def _audit_outcome(item: StudyItem, study: Study) -> None:
-    """Two auditors agree → their decision; they split → a third (an adjudicator) decides.
-    The dialogue's status follows: accepted, rejected, or in audit while undecided."""
-    answers = _live_answers(item)
-    regular = [label for label, role, _, _ in answers if role == AssignmentRole.ANNOTATE]
-    third = [label for label, role, _, _ in answers if role == AssignmentRole.ADJUDICATE]
-    if len(regular) >= 2:
-        split = regular[0] != regular[1]
-        item.needs_adjudication = split
-        item.outcome = (third[0] if third else "") if split else regular[0]
-    else:
-        item.needs_adjudication = bool(third)
-        item.outcome = ""
-    base = item.required_answers if item.is_gold else study.overlap
-    item.required_answers = max(base, study.overlap + 1) if item.needs_adjudication else base
-    status = {"pass": DialogueStatus.ACCEPTED, "fail": DialogueStatus.REJECTED}.get(
-        item.outcome, DialogueStatus.IN_AUDIT
-    )
-    Dialogue.objects.filter(pk=item.dialogue_id).update(status=status)
-
-
-def _adjudication_outcome(item: StudyItem, now: datetime) -> None:
-    """Once the item has its k answers, their majority is the disagreement's final verdict
-    (the authoritative one for statistics); no majority, or an undo, leaves it unresolved."""
-    answers = _live_answers(item)
-    verdict = ""
-    if len(answers) >= item.required_answers:
-        counts = Counter(label for label, _, _, _ in answers).most_common()
-        if len(counts) == 1 or counts[0][1] > counts[1][1]:
-            verdict = counts[0][0]
-    item.outcome = verdict
-    if verdict:
-        deciders = [(user, note) for label, _, note, user in answers if label == verdict]
-        JudgeDisagreement.objects.filter(pk=item.disagreement_id).update(
-            final_verdict=verdict,
-            resolved_by_id=deciders[-1][0],
-            resolved_at=now,
-            resolution_note="\n\n".join(note for _, note in deciders if note),
-        )
-    else:
-        JudgeDisagreement.objects.filter(pk=item.disagreement_id).update(
-            final_verdict="", resolved_by=None, resolved_at=None, resolution_note=""
-        )
+    ]

@@ -35,7 +35,7 @@ from pydantic import (
     ValidationError,
 )
 
-from annotation.kinds import StudyKind
+from annotation.kinds import direct_rating, pairwise
 from annotation.models import (
     Answer,
     Assignment,
@@ -53,7 +53,8 @@ from benchmark.models import Dialogue
 from benchmark.vocabulary import Verdict
 
 MAX_REPORTED = 200
-KINDS = {"direct": StudyKind.DIRECT_RATING, "pairwise": StudyKind.PAIRWISE}
+# The release's two studies, as the kinds they are recorded as.
+KINDS = {"direct": direct_rating.KIND.key, "pairwise": pairwise.KIND.key}
 
 
 class StudyImportError(Exception):

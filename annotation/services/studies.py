@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from annotation.heuristics import suggest_failure_mode
-from annotation.kinds import StudyKind, normalise_label, valid_labels
+from annotation import kinds
 from annotation.models import (
     Answer,
     Rater,
@@ -31,28 +30,8 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
-from benchmark.models import (
-    Condition,
-    Dialogue,
-    DialogueStatus,
-    EvaluationRun,
-    EvaluationUnit,
-    JudgeDisagreement,
-    Judgment,
-    JudgmentState,
-    ModelEndpoint,
-    TriggerType,
-    Turn,
-    UnitState,
-    Verdict,
-)
+from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
 
-UNIT_KINDS = (
-    StudyKind.PAIRWISE,
-    StudyKind.ADJUDICATION,
-    StudyKind.DIRECT_RATING,
-    StudyKind.FAILURE_MODE,
-)
 # Words that would tell an annotator which condition a reply comes from.
 CONDITION_WORDS = ("vanilla", "rubric-injected", "rubric_injected", "rubric injected")
 NAME_MAX_CHARS = Study._meta.get_field("name").max_length
@@ -115,164 +94,6 @@ class ItemDraft:
     sides: tuple[str, ...] = ()  # what the display order permutes (pairwise cases, judges)
 
 
-# --- Selections -------------------------------------------------------------------------------
-
-
-def _unit_key(unit: EvaluationUnit, *, with_condition: bool = True) -> str:
-    turn = unit.trigger.turn
-    key = f"{turn.dialogue.unique_id_eval}#t{turn.index}#{unit.endpoint.name}"
-    if with_condition:
-        key += f"#{unit.condition}"
-    return key + (f"#s{unit.sample_index}" if unit.sample_index else "")
-
-
-def _endpoint_names(endpoint: ModelEndpoint) -> tuple[str, ...]:
-    return (endpoint.name, endpoint.display_name, endpoint.model_name)
-
-
-def _run_units(spec: StudySpec):
-    units = EvaluationUnit.objects.filter(run=spec.run, state=UnitState.DONE).exclude(reply="")
-    if spec.endpoints:
-        units = units.filter(endpoint__in=spec.endpoints)
-    if spec.trigger_type:
-        units = units.filter(trigger__type=spec.trigger_type)
-    return units.select_related("endpoint", "trigger__turn__dialogue").order_by("id")
-
-
-def _audit_drafts(spec: StudySpec) -> list[ItemDraft]:
-    dialogues = Dialogue.objects.order_by("id")
-    if spec.dialogue_status:
-        dialogues = dialogues.filter(status=spec.dialogue_status)
-    return [ItemDraft(key=d.unique_id_eval, dialogue_id=d.pk) for d in dialogues]
-
-
-def _pairwise_drafts(spec: StudySpec) -> list[ItemDraft]:
-    pairs: dict[tuple[int, int], dict[str, EvaluationUnit]] = defaultdict(dict)
-    for unit in _run_units(spec).filter(sample_index=0):
-        pairs[(unit.trigger_id, unit.endpoint_id)][unit.condition] = unit
-    drafts = []
-    for pair in pairs.values():
-        a, b = pair.get(Condition.VANILLA), pair.get(Condition.RUBRIC_INJECTED)
-        if a is None or b is None:
-            continue
-        drafts.append(
-            ItemDraft(
-                key=_unit_key(a, with_condition=False),
-                dialogue_id=a.trigger.turn.dialogue_id,
-                trigger_id=a.trigger_id,
-                unit_id=a.pk,
-                unit_b_id=b.pk,
-                names=_endpoint_names(a.endpoint),
-                sides=("A", "B"),
-            )
-        )
-    return drafts
-
-
-def _direct_drafts(spec: StudySpec) -> list[ItemDraft]:
-    units = _run_units(spec)
-    if spec.condition:
-        units = units.filter(condition=spec.condition)
-    return [
-        ItemDraft(
-            key=_unit_key(u),
-            dialogue_id=u.trigger.turn.dialogue_id,
-            trigger_id=u.trigger_id,
-            unit_id=u.pk,
-            names=_endpoint_names(u.endpoint),
-        )
-        for u in units
-    ]
-
-
-def _failure_drafts(spec: StudySpec) -> list[ItemDraft]:
-    """RECOVERY replies the run's primary judge failed, each with its suggested label."""
-    units = _run_units(spec).filter(trigger__type=TriggerType.RECOVERY)
-    if spec.condition:
-        units = units.filter(condition=spec.condition)
-    failed = Judgment.objects.filter(
-        judge_id=spec.run.primary_judge_id, state=JudgmentState.DONE, verdict=Verdict.FAIL
-    )
-    units = list(units.filter(id__in=failed.values("unit_id")))
-    earlier: dict[int, list[tuple[int, str]]] = defaultdict(list)
-    for dialogue_id, index, text in (
-        Turn.objects.filter(dialogue_id__in={u.trigger.turn.dialogue_id for u in units})
-        .order_by("dialogue_id", "index")
-        .values_list("dialogue_id", "index", "assistant_response")
-    ):
-        earlier[dialogue_id].append((index, text))
-    drafts = []
-    for unit in units:
-        turn = unit.trigger.turn
-        before = [(i, text) for i, text in earlier[turn.dialogue_id] if i < turn.index]
-        suggestion = suggest_failure_mode(unit.reply, before)
-        drafts.append(
-            ItemDraft(
-                key=_unit_key(unit),
-                dialogue_id=turn.dialogue_id,
-                trigger_id=unit.trigger_id,
-                unit_id=unit.pk,
-                payload={"suggestion": {"label": suggestion.label, "reason": suggestion.reason}},
-                names=_endpoint_names(unit.endpoint),
-            )
-        )
-    return drafts
-
-
-def _adjudication_drafts(spec: StudySpec) -> list[ItemDraft]:
-    disagreements = JudgeDisagreement.objects.filter(
-        unit__run=spec.run, final_verdict=""
-    ).select_related("unit__endpoint", "unit__trigger__turn__dialogue")
-    if spec.endpoints:
-        disagreements = disagreements.filter(unit__endpoint__in=spec.endpoints)
-    if spec.trigger_type:
-        disagreements = disagreements.filter(unit__trigger__type=spec.trigger_type)
-    if spec.condition:
-        disagreements = disagreements.filter(unit__condition=spec.condition)
-    judge_names = tuple(
-        name
-        for judge in spec.run.judges.all()
-        for name in (judge.name, judge.display_name, judge.model_name)
-    )
-    drafts = []
-    for d in disagreements.order_by("id"):
-        unit = d.unit
-        drafts.append(
-            ItemDraft(
-                key=_unit_key(unit),
-                dialogue_id=unit.trigger.turn.dialogue_id,
-                trigger_id=unit.trigger_id,
-                unit_id=unit.pk,
-                disagreement_id=d.pk,
-                names=_endpoint_names(unit.endpoint) + judge_names + tuple(d.verdicts),
-                sides=tuple(sorted(d.verdicts)),
-            )
-        )
-    return drafts
-
-
-SELECTIONS = {
-    StudyKind.DIALOGUE_AUDIT: _audit_drafts,
-    StudyKind.PAIRWISE: _pairwise_drafts,
-    StudyKind.DIRECT_RATING: _direct_drafts,
-    StudyKind.FAILURE_MODE: _failure_drafts,
-    StudyKind.ADJUDICATION: _adjudication_drafts,
-}
-
-EMPTY_SELECTION = {
-    StudyKind.DIALOGUE_AUDIT: "No dialogue has the chosen status.",
-    StudyKind.PAIRWISE: (
-        "The run has no trigger of this selection with both a vanilla and a rubric-injected "
-        "reply (finished, sample 0) from the chosen models."
-    ),
-    StudyKind.DIRECT_RATING: "The run has no finished reply matching this selection.",
-    StudyKind.FAILURE_MODE: (
-        "The run's primary judge failed no RECOVERY reply matching this selection."
-    ),
-    StudyKind.ADJUDICATION: "The run has no unresolved judge disagreement matching this selection.",
-}
-
-
 # --- Checks -----------------------------------------------------------------------------------
 
 
@@ -283,8 +104,9 @@ def _cut(text: str, limit: int = 80) -> str:
 def _parse_gold(
     spec: StudySpec, drafts: dict[str, ItemDraft], errors: dict[str, list[str]]
 ) -> dict[str, str]:
+    kind = kinds.get(spec.kind)
     gold: dict[str, str] = {}
-    allowed = ", ".join(valid_labels(spec.kind))
+    allowed = ", ".join(kind.labels)
     problems: list[str] = []
     for number, raw in enumerate(spec.gold.splitlines(), start=1):
         line = raw.strip()
@@ -295,7 +117,7 @@ def _parse_gold(
             problems.append(f"Line {number}: write the item key, a space, the answer.")
             continue
         key, answer = parts
-        expected = normalise_label(spec.kind, answer)
+        expected = kind.normalise_label(answer)
         if key not in drafts:
             problems.append(f"Line {number}: no item of this selection has key {_cut(key)!r}.")
         elif key in gold:
@@ -323,7 +145,8 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
     """Validate ``spec``; return the selected item drafts and the gold answers by key.
     Raises ``StudyInputError`` with every problem found, by field."""
     errors: dict[str, list[str]] = defaultdict(list)
-    if spec.kind not in StudyKind.values:
+    kind = kinds.find(spec.kind)
+    if kind is None:
         raise StudyInputError({"kind": [f"Unknown study kind {spec.kind!r}."]})
     if not spec.name.strip():
         errors["name"].append("Give the study a name.")
@@ -357,26 +180,9 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
             f"{spec.overlap} annotators per item needs at least {spec.overlap} annotators; "
             f"{len(annotators)} chosen."
         )
-    if spec.kind == StudyKind.DIALOGUE_AUDIT:
-        if spec.overlap != 2:
-            errors["overlap"].append(
-                "A dialogue audit has two auditors per dialogue (a third only when they split)."
-            )
-        people = set(annotators) | set(spec.adjudicators)
-        if annotators and len(people) < 3:
-            errors["adjudicators"].append(
-                "Someone must be able to decide when the two auditors split: choose at least "
-                "three people in all (annotators and adjudicators)."
-            )
-    elif spec.run is None:
+    if kind.from_run and spec.run is None:
         errors["run"].append("Choose the evaluation run the items come from.")
-    if spec.kind == StudyKind.PAIRWISE and spec.run is not None:
-        missing = {Condition.VANILLA, Condition.RUBRIC_INJECTED} - set(spec.run.conditions)
-        if missing:
-            errors["run"].append(
-                f"This run has no {' or '.join(sorted(missing))} replies to compare."
-            )
-    if spec.kind in UNIT_KINDS and spec.run is not None and spec.endpoints:
+    if kind.from_run and spec.run is not None and spec.endpoints:
         # A model the run did not evaluate selects nothing: say so on the field, rather than
         # silently leaving it out (or blaming the run when it was the only one chosen).
         of_run = set(spec.run.endpoints.values_list("pk", flat=True))
@@ -386,22 +192,20 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
                 f"Not a model of this run: {', '.join(stray[:5])}"
                 + (f" and {len(stray) - 5} more." if len(stray) > 5 else ".")
             )
-    if spec.kind == StudyKind.FAILURE_MODE and spec.run and spec.run.primary_judge_id is None:
-        errors["run"].append("This run has no primary judge, so no reply has failed.")
     if spec.condition and spec.condition not in Condition.values:
         errors["condition"].append(f"Unknown condition {spec.condition!r}.")
     if spec.trigger_type and spec.trigger_type not in TriggerType.values:
         errors["trigger_type"].append(f"Unknown trigger type {spec.trigger_type!r}.")
+    kind.check(spec, errors)
     if errors:
         raise StudyInputError(dict(errors))
 
-    drafts = SELECTIONS[spec.kind](spec)
+    drafts = kind.select(spec)
     if not drafts:
-        field_name = "dialogue_status" if spec.kind == StudyKind.DIALOGUE_AUDIT else "run"
-        raise StudyInputError({field_name: [EMPTY_SELECTION[spec.kind]]})
+        raise StudyInputError({kind.empty_selection_field: [kind.empty_selection]})
     by_key = {d.key: d for d in drafts}
     gold = _parse_gold(spec, by_key, errors)
-    if spec.kind in UNIT_KINDS:
+    if kind.from_run:
         _check_blinding(spec, drafts, errors)
     if errors:
         raise StudyInputError(dict(errors))
@@ -430,6 +234,7 @@ def _check_blinding(spec: StudySpec, drafts: list[ItemDraft], errors) -> None:
 def study_create(*, spec: StudySpec, created_by: AbstractBaseUser | None = None) -> Study:
     """Create a study, its raters and items (all or nothing). See ``check_study_spec``."""
     drafts, gold = check_study_spec(spec)
+    kind = kinds.get(spec.kind)
     seed = spec.seed if spec.seed is not None else secrets.randbits(32)
     rng = random.Random(seed)
     rng.shuffle(drafts)
@@ -444,17 +249,17 @@ def study_create(*, spec: StudySpec, created_by: AbstractBaseUser | None = None)
         kind=spec.kind,
         instructions=spec.instructions.strip(),
         overlap=spec.overlap,
-        reason_required=spec.reason_required or spec.kind == StudyKind.DIRECT_RATING,
+        reason_required=spec.reason_required or kind.always_requires_reason,
         lease_minutes=spec.lease_minutes,
-        run=spec.run if spec.kind in UNIT_KINDS else None,
+        run=spec.run if kind.from_run else None,
         selection={
             "run": spec.run.pk if spec.run else None,
             "endpoints": sorted(e.name for e in spec.endpoints),
             "trigger_type": spec.trigger_type,
             "condition": spec.condition,
-            "dialogue_status": spec.dialogue_status
-            if spec.kind == StudyKind.DIALOGUE_AUDIT
-            else "",
+            "dialogue_status": (
+                spec.dialogue_status if "dialogue_status" in kind.selection_fields else ""
+            ),
             "max_items": spec.max_items,
             "seed": seed,
             "matched": len(drafts),
@@ -463,20 +268,20 @@ def study_create(*, spec: StudySpec, created_by: AbstractBaseUser | None = None)
     )
     annotators = list(dict.fromkeys(spec.annotators))
     adjudicators = set(spec.adjudicators)
-    is_audit = spec.kind == StudyKind.DIALOGUE_AUDIT
+    # Kinds with adjudicators: the chosen ones decide splits (any annotator when none chosen).
     raters = [
         Rater(
             study=study,
             user=user,
             annotates=True,
-            adjudicates=is_audit and (user in adjudicators or not adjudicators),
+            adjudicates=kind.has_adjudicators and (user in adjudicators or not adjudicators),
         )
         for user in annotators
     ]
     raters += [
         Rater(study=study, user=user, annotates=False, adjudicates=True)
         for user in spec.adjudicators
-        if is_audit and user not in annotators
+        if kind.has_adjudicators and user not in annotators
     ]
     Rater.objects.bulk_create(raters)
     StudyItem.objects.bulk_create(
@@ -502,10 +307,7 @@ def study_create(*, spec: StudySpec, created_by: AbstractBaseUser | None = None)
         ],
         batch_size=1000,
     )
-    if is_audit:
-        Dialogue.objects.filter(
-            pk__in=[d.dialogue_id for d in chosen], status=DialogueStatus.DRAFT
-        ).update(status=DialogueStatus.IN_AUDIT)
+    kind.after_create(study, chosen)
     return study
 
 

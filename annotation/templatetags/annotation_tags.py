@@ -7,7 +7,7 @@ from django.forms import BoundField
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from annotation.kinds import AuditDecision, FailureMode, StudyKind
+from annotation.kinds.base import StudyKind
 
 register = template.Library()
 
@@ -17,6 +17,8 @@ class Radio:
     data: dict
     choice_label: str
     tag: SafeString
+    keys: str = ""  # the option's keyboard keys, space-separated (``data-keys``)
+    kbd: str = ""  # the one shown on it
 
 
 @register.filter
@@ -28,6 +30,7 @@ def radios(field: BoundField) -> tuple[Radio, ...]:
     chosen = field.value()
     chosen = {str(v) for v in chosen} if isinstance(chosen, list | tuple) else {str(chosen)}
     choices = tuple((str(value), str(label)) for value, label in field.field.choices)
+    keys = getattr(field.form, "keys", {}).get(field.name, {})
     return _radios(
         field.html_name,
         field.auto_id,
@@ -35,12 +38,19 @@ def radios(field: BoundField) -> tuple[Radio, ...]:
         field.field.required,
         bool(field.errors),
         frozenset(value for value, _ in choices if value in chosen),
+        tuple(tuple(keys.get(value, ())) for value, _ in choices),
     )
 
 
 @lru_cache(maxsize=1024)
 def _radios(
-    name: str, auto_id: str, choices: tuple, required: bool, invalid: bool, chosen: frozenset
+    name: str,
+    auto_id: str,
+    choices: tuple,
+    required: bool,
+    invalid: bool,
+    chosen: frozenset,
+    keys: tuple[tuple[str, ...], ...],
 ) -> tuple[Radio, ...]:
     """The options' markup depends on nothing but these: written once per combination (a
     study's forms show a handful), then reused. Values and labels as text: every use prints
@@ -59,8 +69,10 @@ def _radios(
                 SafeString(' aria-invalid="true"') if invalid else "",
                 SafeString(" checked") if value in chosen else "",
             ),
+            " ".join(option_keys),
+            option_keys[0] if option_keys else "",
         )
-        for index, (value, label) in enumerate(choices)
+        for index, ((value, label), option_keys) in enumerate(zip(choices, keys, strict=True))
     )
 
 
@@ -115,14 +127,7 @@ def percent(value) -> str:
 
 
 @register.filter
-def answer_label(answer, kind: str) -> str:
-    """An answer as its annotator saw it: a pairwise answer by screen position (never the
-    case it maps to), a failure mode by name, a verdict in words."""
-    if kind == StudyKind.PAIRWISE:
-        choice = answer.details.get("choice")
-        return "Tie" if choice == "tie" else f"Response {choice}"
-    if kind == StudyKind.FAILURE_MODE and answer.label in FailureMode.values:
-        return FailureMode(answer.label).label
-    if kind == StudyKind.DIALOGUE_AUDIT and answer.label in AuditDecision.values:
-        return AuditDecision(answer.label).label
-    return answer.label.title()
+def answer_label(answer, kind: StudyKind) -> str:
+    """An answer as its annotator saw it (``StudyKind.answer_shown``: a pairwise answer by
+    screen position, never the case it maps to)."""
+    return kind.answer_shown(answer)

@@ -6,7 +6,6 @@ import itertools
 import pytest
 from django.contrib.auth.models import Group
 
-from annotation.kinds import StudyKind
 from annotation.models import Rater, Study
 from annotation.services.studies import StudySpec, study_create
 from benchmark.corpus.importer import corpus_import
@@ -134,10 +133,10 @@ def make_annotators(django_user_model):
 def make_study(run, make_annotators):
     """make_study(kind, annotators=[...] or n_annotators=2, **spec fields) → Study."""
 
-    def make(kind: str = StudyKind.PAIRWISE, *, annotators=None, n_annotators: int = 2, **fields):
+    def make(kind: str = "pairwise", *, annotators=None, n_annotators: int = 2, **fields):
         annotators = annotators if annotators is not None else make_annotators(n_annotators)
         defaults = {"name": "Which reply is better?", "overlap": 2, "seed": 1}
-        if kind != StudyKind.DIALOGUE_AUDIT:
+        if kind != "dialogue_audit":
             defaults["run"] = run
         defaults.update(fields)
         return study_create(spec=StudySpec(kind=kind, annotators=annotators, **defaults))
@@ -152,7 +151,7 @@ def rater(study: Study, user) -> Rater:
 def form_data(run, people, /, **fields) -> dict:
     """A valid study-creation POST (a pairwise study of the run's RECOVERY triggers)."""
     data = {
-        "kind": StudyKind.PAIRWISE,
+        "kind": "pairwise",
         "name": "Which closing reply is better?",
         "overlap": "2",
         "lease_minutes": "30",

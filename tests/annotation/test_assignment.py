@@ -6,7 +6,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation.kinds import StudyKind
 from annotation.models import (
     Answer,
     Assignment,
@@ -223,7 +222,7 @@ def test_an_item_of_someone_else_is_rejected(make_study, make_annotators):
 
 
 def test_failure_mode_items_put_their_suggestion_on_screen(make_study):
-    study = make_study(StudyKind.FAILURE_MODE, condition="")
+    study = make_study("failure_mode", condition="")
     r = rater(study, study.raters.first().user)
     assignment = assignment_next(rater=r)
     assert assignment.display["suggested"]["label"]

@@ -7,7 +7,6 @@ from collections import Counter
 import pytest
 from django.urls import reverse
 
-from annotation.kinds import StudyKind
 from annotation.models import Assignment
 from benchmark.models import (
     Condition,
@@ -107,9 +106,7 @@ def test_item_tokens_and_order_say_nothing_about_the_sources(run, make_study):
     assert [i.unit_id for i in items] != sorted(i.unit_id for i in items)  # shuffled
 
 
-@pytest.mark.parametrize(
-    "kind", [StudyKind.ADJUDICATION, StudyKind.DIRECT_RATING, StudyKind.FAILURE_MODE]
-)
+@pytest.mark.parametrize("kind", ["adjudication", "direct_rating", "failure_mode"])
 def test_the_other_reply_workspaces_are_blind_too(kind, run, make_study, make_annotators, client):
     users = make_annotators(1)
     study = make_study(kind, annotators=users, overlap=1, condition="")
@@ -127,7 +124,7 @@ def test_the_other_reply_workspaces_are_blind_too(kind, run, make_study, make_an
 
 def test_judges_are_letters_in_a_per_item_random_order(run, make_study, make_annotators, client):
     users = make_annotators(1)
-    study = make_study(StudyKind.ADJUDICATION, annotators=users, overlap=1)
+    study = make_study("adjudication", annotators=users, overlap=1)
     client.force_login(users[0])
     response = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
     judge_a = Counter()
@@ -150,7 +147,7 @@ def test_a_reply_with_a_script_stays_inert_and_its_evidence_is_still_marked(
     EvaluationUnit.objects.update(reply=evil)
     Judgment.objects.update(evidence="<script>alert('pwned')</script>")
     users = make_annotators(1)
-    for kind in (StudyKind.ADJUDICATION, StudyKind.PAIRWISE, StudyKind.DIRECT_RATING):
+    for kind in ("adjudication", "pairwise", "direct_rating"):
         study = make_study(kind, annotators=users, overlap=1, name=f"evil {kind}")
         client.force_login(users[0])
         html = client.post(
@@ -158,5 +155,5 @@ def test_a_reply_with_a_script_stays_inert_and_its_evidence_is_still_marked(
         ).content.decode()
         assert "<script>alert" not in html and "<img src=x" not in html
         assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
-        if kind == StudyKind.ADJUDICATION:
+        if kind == "adjudication":
             assert re.search(r'<mark class="evidence judge-[ab][^"]*">&lt;script&gt;', html)

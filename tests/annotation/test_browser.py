@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from annotation.kinds import StudyKind
 from annotation.models import Answer, AssignmentRole
 from benchmark.models import Dialogue, DialogueStatus, EvaluationUnit, Judgment
 
@@ -138,7 +137,7 @@ def test_pairwise_by_keyboard_alone_with_reload_resume_and_undo(
 def test_an_audit_split_brings_in_the_third_auditor(page, live_server, make_study, make_annotators):
     one, two, third = make_annotators(3)
     study = make_study(
-        StudyKind.DIALOGUE_AUDIT,
+        "dialogue_audit",
         annotators=[one, two],
         adjudicators=[third],
         max_items=1,
@@ -189,7 +188,7 @@ def test_a_reply_with_a_script_stays_inert(page, live_server, make_study, make_a
     EvaluationUnit.objects.update(reply=evil)
     Judgment.objects.update(evidence="<script>window.__pwned = 'script'</script>")
     user = make_annotators(1)[0]
-    for kind in (StudyKind.PAIRWISE, StudyKind.ADJUDICATION):
+    for kind in ("pairwise", "adjudication"):
         study = make_study(kind, annotators=[user], overlap=1, name=f"Evil {kind}")
         login(page, live_server, user)
         page.goto(f"{live_server.url}/annotate/{study.pk}/")
@@ -202,9 +201,7 @@ def test_a_reply_with_a_script_stays_inert(page, live_server, make_study, make_a
     assert page.dialogs == []
 
 
-@pytest.mark.parametrize(
-    "kind", [StudyKind.DIRECT_RATING, StudyKind.ADJUDICATION, StudyKind.FAILURE_MODE]
-)
+@pytest.mark.parametrize("kind", ["direct_rating", "adjudication", "failure_mode"])
 def test_the_other_workspaces_answer_by_keyboard(
     kind, page, live_server, make_study, make_annotators
 ):
@@ -214,12 +211,12 @@ def test_the_other_workspaces_answer_by_keyboard(
     page.goto(f"{live_server.url}/annotate/{study.pk}/")
     first = press_until_new_item(page, "Enter", "")
     screenshot(page, kind.replace("_", "-"))
-    if kind == StudyKind.FAILURE_MODE:
+    if kind == "failure_mode":
         page.keyboard.press("2")
     else:
         page.keyboard.press("a")
         page.keyboard.press("Shift+Digit2")
-    if kind == StudyKind.DIRECT_RATING:  # a rationale is always required here
+    if kind == "direct_rating":  # a rationale is always required here
         page.keyboard.press("r")
         page.keyboard.type("Right direction, no anchor.")
         page.keyboard.press("Control+Enter")
@@ -229,7 +226,7 @@ def test_the_other_workspaces_answer_by_keyboard(
         "prev => document.getElementById('workspace').dataset.item !== prev", arg=first
     )
     answer = Answer.objects.get(assignment__rater__user=user)
-    expected = "deliverable_repetition" if kind == StudyKind.FAILURE_MODE else "PARTIAL"
+    expected = "deliverable_repetition" if kind == "failure_mode" else "PARTIAL"
     assert answer.label == expected
-    if kind == StudyKind.DIRECT_RATING:
+    if kind == "direct_rating":
         assert "the judge's verdict" in page.inner_text("#workspace")

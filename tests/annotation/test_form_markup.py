@@ -5,24 +5,11 @@ form can be in: fresh, refilled after an undo, bound with an answer, bound with 
 import pytest
 from django import forms
 
-from annotation.forms import (
-    AdjudicationAnswerForm,
-    AuditAnswerForm,
-    DirectAnswerForm,
-    FailureModeAnswerForm,
-    PairwiseAnswerForm,
-)
-from annotation.kinds import StudyKind
+from annotation import kinds
 from annotation.models import Assignment, Study
 from annotation.templatetags.annotation_tags import hidden, radios
 
-FORMS = {
-    StudyKind.PAIRWISE: PairwiseAnswerForm,
-    StudyKind.DIRECT_RATING: DirectAnswerForm,
-    StudyKind.ADJUDICATION: AdjudicationAnswerForm,
-    StudyKind.FAILURE_MODE: FailureModeAnswerForm,
-    StudyKind.DIALOGUE_AUDIT: AuditAnswerForm,
-}
+FORMS = {kind.key: kind.answer_form for kind in kinds.all_kinds()}
 
 
 def _states(form_class, study, assignment):

@@ -6,7 +6,7 @@ from annotation.heuristics import (
     repetition_share,
     suggest_failure_mode,
 )
-from annotation.kinds import FailureMode
+from benchmark.vocabulary import FailureMode
 
 PLAN = (
     "Monday: train Utrecht to Cologne, ride to Bonn. Tuesday: Bonn to Andernach. Wednesday: "

@@ -3,7 +3,6 @@ the ORM gives, for every kind that shows a reply."""
 
 import pytest
 
-from annotation.kinds import StudyKind
 from annotation.selectors import item_view
 from annotation.services.assignments import assignment_next
 from benchmark.evaluation.requests import conversation_until
@@ -18,10 +17,10 @@ def _expected_conversation(trigger) -> list[dict]:
 
 @pytest.mark.parametrize(
     "kind",
-    [StudyKind.PAIRWISE, StudyKind.DIRECT_RATING, StudyKind.ADJUDICATION, StudyKind.FAILURE_MODE],
+    ["pairwise", "direct_rating", "adjudication", "failure_mode"],
 )
 def test_the_view_shows_the_conversation_up_to_the_trigger_and_the_items_replies(kind, make_study):
-    extra = {"condition": ""} if kind == StudyKind.FAILURE_MODE else {}
+    extra = {"condition": ""} if kind == "failure_mode" else {}
     study = make_study(kind, **extra)
     r = rater(study, study.raters.first().user)
     seen = 0
@@ -33,17 +32,17 @@ def test_the_view_shows_the_conversation_up_to_the_trigger_and_the_items_replies
         assert view["conversation"] == conversation
         assert conversation[-1] == {"role": "user", "text": trigger.turn.user_message}
         replies = dict(EvaluationUnit.objects.values_list("pk", "reply"))
-        if kind == StudyKind.PAIRWISE:
+        if kind == "pairwise":
             by_case = {"A": replies[item.unit_id], "B": replies[item.unit_b_id]}
             assert replies[item.unit_id] != replies[item.unit_b_id]
             assert [r_["text"] for r_ in view["responses"]] == [
                 by_case[case] for case in assignment.display["order"]
             ]
-        elif kind == StudyKind.ADJUDICATION:
+        elif kind == "adjudication":
             assert view["rubric"]["pass"] == trigger.pass_criteria
         else:
             assert view["reply"] == replies[item.unit_id]
-        if kind == StudyKind.DIRECT_RATING:
+        if kind == "direct_rating":
             assert view["rubric"] == {
                 "type": trigger.get_type_display(),
                 "pass": trigger.pass_criteria,

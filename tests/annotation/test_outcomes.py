@@ -3,7 +3,6 @@ judge disagreement's final verdict."""
 
 import pytest
 
-from annotation.kinds import StudyKind
 from annotation.models import AssignmentRole, StudyItem
 from annotation.services.assignments import (
     AnswerInput,
@@ -32,7 +31,7 @@ def answer(r, label, key, note=""):
 def audit(make_study, make_annotators):
     users = make_annotators(3)
     study = make_study(
-        StudyKind.DIALOGUE_AUDIT,
+        "dialogue_audit",
         annotators=users[:2],
         adjudicators=users[2:],
         max_items=1,
@@ -91,7 +90,7 @@ def test_two_failing_auditors_reject_and_an_undo_reopens(audit):
 def test_only_an_adjudicator_takes_the_third_place(make_study, make_annotators):
     users = make_annotators(4)
     study = make_study(
-        StudyKind.DIALOGUE_AUDIT,
+        "dialogue_audit",
         annotators=users[:3],
         adjudicators=users[3:],
         max_items=1,
@@ -106,7 +105,7 @@ def test_only_an_adjudicator_takes_the_third_place(make_study, make_annotators):
 
 def test_the_adjudicated_verdict_is_written_to_the_disagreement(make_study, make_annotators):
     users = make_annotators(1)
-    study = make_study(StudyKind.ADJUDICATION, annotators=users, overlap=1, name="Adjudicate")
+    study = make_study("adjudication", annotators=users, overlap=1, name="Adjudicate")
     r = rater(study, users[0])
     assignment = answer(r, "PARTIAL", "adj-1", note="Right direction, not tied to the anchor.")
     disagreement = JudgeDisagreement.objects.get(pk=assignment.item.disagreement_id)
@@ -121,7 +120,7 @@ def test_the_adjudicated_verdict_is_written_to_the_disagreement(make_study, make
 
 def test_adjudication_with_two_people_needs_their_majority(make_study, make_annotators):
     users = make_annotators(2)
-    study = make_study(StudyKind.ADJUDICATION, annotators=users, overlap=2, name="Adjudicate")
+    study = make_study("adjudication", annotators=users, overlap=2, name="Adjudicate")
     one, two = (rater(study, u) for u in users)
     first = answer(one, "PASS", "b1")
     answer(two, "FAIL", "b2")

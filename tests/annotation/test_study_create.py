@@ -5,7 +5,6 @@ import pytest
 from django.db import IntegrityError
 from django.urls import reverse
 
-from annotation.kinds import StudyKind
 from annotation.models import Rater, Study, StudyItem
 from annotation.services.studies import StudyInputError, StudySpec, study_create
 from benchmark.models import (
@@ -31,7 +30,7 @@ def errors_of(call) -> dict:
 def spec(run, annotators, **fields) -> StudySpec:
     return StudySpec(
         **{
-            "kind": StudyKind.PAIRWISE,
+            "kind": "pairwise",
             "name": "A study",
             "run": run,
             "annotators": annotators,
@@ -62,7 +61,7 @@ def test_each_kind_selects_what_the_issue_says(run, make_annotators):
         spec=spec(
             run,
             people,
-            kind=StudyKind.DIRECT_RATING,
+            kind="direct_rating",
             endpoints=[one_model],
             condition=Condition.VANILLA,
             trigger_type="",
@@ -71,10 +70,10 @@ def test_each_kind_selects_what_the_issue_says(run, make_annotators):
     assert direct.items.count() == 12 and direct.reason_required
     assert set(direct.items.values_list("unit__endpoint", flat=True)) == {one_model.pk}
     adjudication = study_create(
-        spec=spec(run, people, kind=StudyKind.ADJUDICATION, trigger_type="", overlap=1)
+        spec=spec(run, people, kind="adjudication", trigger_type="", overlap=1)
     )
     assert adjudication.items.count() == JudgeDisagreement.objects.count()
-    failures = study_create(spec=spec(run, people, kind=StudyKind.FAILURE_MODE))
+    failures = study_create(spec=spec(run, people, kind="failure_mode"))
     failed_units = set(
         Judgment.objects.filter(
             judge=run.primary_judge, verdict="FAIL", unit__trigger__type="RECOVERY"
@@ -83,9 +82,7 @@ def test_each_kind_selects_what_the_issue_says(run, make_annotators):
     assert set(failures.items.values_list("unit_id", flat=True)) == failed_units
     assert all(i.payload["suggestion"]["reason"] for i in failures.items.all())
     audit = study_create(
-        spec=spec(
-            None, people[:2], kind=StudyKind.DIALOGUE_AUDIT, adjudicators=people[2:], max_items=2
-        )
+        spec=spec(None, people[:2], kind="dialogue_audit", adjudicators=people[2:], max_items=2)
     )
     assert audit.items.count() == 2
     assert Rater.objects.filter(study=audit, annotates=False, adjudicates=True).count() == 1
@@ -153,15 +150,13 @@ def test_gold_lines_are_checked_one_by_one(run, make_annotators):
 def test_audit_rules_two_auditors_and_someone_to_decide(run, make_annotators):
     people = make_annotators(3)
     errors = errors_of(
-        lambda: study_create(spec=spec(None, people[:2], kind=StudyKind.DIALOGUE_AUDIT, overlap=3))
+        lambda: study_create(spec=spec(None, people[:2], kind="dialogue_audit", overlap=3))
     )
     assert "two auditors" in errors["overlap"][0]
-    errors = errors_of(
-        lambda: study_create(spec=spec(None, people[:2], kind=StudyKind.DIALOGUE_AUDIT))
-    )
+    errors = errors_of(lambda: study_create(spec=spec(None, people[:2], kind="dialogue_audit")))
     assert "at least three people" in errors["adjudicators"][0]
     Dialogue.objects.update(status=DialogueStatus.ACCEPTED)
-    errors = errors_of(lambda: study_create(spec=spec(None, people, kind=StudyKind.DIALOGUE_AUDIT)))
+    errors = errors_of(lambda: study_create(spec=spec(None, people, kind="dialogue_audit")))
     assert errors == {"dialogue_status": ["No dialogue has the chosen status."]}
 
 
@@ -175,13 +170,15 @@ def test_a_pairwise_study_needs_both_conditions(run, make_annotators):
 def test_creation_is_all_or_nothing(run, make_annotators, monkeypatch):
     """A database error half-way (two items with one key break a unique constraint, after the
     study and its raters were written) leaves nothing behind."""
-    from annotation.services import studies
+    from annotation.kinds.pairwise import Pairwise
 
-    def with_a_duplicate(s):
-        drafts = studies._pairwise_drafts(s)
+    select = Pairwise.select
+
+    def with_a_duplicate(self, s):
+        drafts = select(self, s)
         return drafts + drafts[:1]
 
-    monkeypatch.setitem(studies.SELECTIONS, StudyKind.PAIRWISE, with_a_duplicate)
+    monkeypatch.setattr(Pairwise, "select", with_a_duplicate)
     with pytest.raises(IntegrityError):
         study_create(spec=spec(run, make_annotators(2)))
     assert not Study.objects.exists() and not Rater.objects.exists()
@@ -225,7 +222,7 @@ def test_switching_the_kind_rerenders_the_form_with_its_fields(client_for, resea
     client = client_for(researcher)
     response = client.get(
         reverse("annotation:study_new"),
-        {"kind": StudyKind.DIALOGUE_AUDIT, "name": "Kept"},
+        {"kind": "dialogue_audit", "name": "Kept"},
         headers={"HX-Request": "true"},
     )
     html = response.content.decode()
@@ -274,13 +271,13 @@ def test_a_researcher_can_be_the_audit_adjudicator(client_for, researcher, run, 
         form_data(
             run,
             people,
-            kind=StudyKind.DIALOGUE_AUDIT,
+            kind="dialogue_audit",
             name="Audit the drafts",
             adjudicators=[str(researcher.pk)],
             dialogue_status="draft",
         ),
     )
     study = Study.objects.get()
-    assert response.status_code == 302 and study.kind == StudyKind.DIALOGUE_AUDIT
+    assert response.status_code == 302 and study.kind == "dialogue_audit"
     judge = Rater.objects.get(study=study, user=researcher)
     assert judge.adjudicates and not judge.annotates

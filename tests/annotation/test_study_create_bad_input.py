@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.kinds import StudyKind
+from annotation import kinds
 from annotation.models import Rater, Study, StudyItem
 from annotation.services.studies import (
     GOLD_ERRORS_SHOWN,
@@ -164,12 +164,12 @@ BAD = {
         "Select a valid choice",
     ),
     "an unknown condition": (
-        {"kind": StudyKind.DIRECT_RATING, "condition": "spicy"},
+        {"kind": "direct_rating", "condition": "spicy"},
         "condition",
         "Select a valid choice",
     ),
     "an unknown dialogue status": (
-        {"kind": StudyKind.DIALOGUE_AUDIT, "dialogue_status": "<b>x</b>"},
+        {"kind": "dialogue_audit", "dialogue_status": "<b>x</b>"},
         "dialogue_status",
         "Select a valid choice",
     ),
@@ -214,9 +214,7 @@ def test_people_who_are_not_annotators_cannot_be_chosen(
         )
         errors = shown_errors(response.content.decode(), where, "annotators")
         assert f"{person.pk} is not one of the available choices" in errors
-    audit = form_data(
-        run, people, kind=StudyKind.DIALOGUE_AUDIT, adjudicators=[str(outsider.pk)], run=""
-    )
+    audit = form_data(run, people, kind="dialogue_audit", adjudicators=[str(outsider.pk)], run="")
     response = staff_client(where).post(url_of(where), audit)
     errors = shown_errors(response.content.decode(), where, "adjudicators")
     assert f"{outsider.pk} is not one of the available choices" in errors
@@ -357,7 +355,7 @@ def test_the_kind_switch_with_bad_values_rerenders_the_form_and_writes_nothing(
     run, people, staff_client, case
 ):
     changes, _, _ = BAD[case]
-    for kind in StudyKind.values:
+    for kind in [k.key for k in kinds.all_kinds()]:
         data = form_data(run, people, **changes) | {"kind": changes.get("kind", kind)}
         response = staff_client("page").get(url_of("page"), data, headers={"HX-Request": "true"})
         html = response.content.decode()
@@ -371,7 +369,7 @@ def test_the_kind_switch_with_bad_values_rerenders_the_form_and_writes_nothing(
 def test_the_kind_switch_keeps_a_value_with_markup_as_an_attribute_value(run, people, staff_client):
     response = staff_client("page").get(
         url_of("page"),
-        {"kind": StudyKind.DIRECT_RATING, "name": IMG, "instructions": SCRIPT},
+        {"kind": "direct_rating", "name": IMG, "instructions": SCRIPT},
         headers={"HX-Request": "true"},
     )
     html = response.content.decode()
@@ -401,7 +399,7 @@ def test_the_kind_switch_keeps_a_value_with_markup_as_an_attribute_value(run, pe
 def test_the_service_refuses_what_the_forms_refuse(run, people, fields, field, fragment):
     """Callers other than the forms (scripts, the demo) get the same field errors: on
     PostgreSQL an over-long name, a NUL or a lease past a small integer was a database error."""
-    spec = StudySpec(kind=StudyKind.PAIRWISE, name="A study", annotators=people, run=run)
+    spec = StudySpec(kind="pairwise", name="A study", annotators=people, run=run)
     spec = dataclasses.replace(spec, **fields)
     with pytest.raises(StudyInputError) as caught:
         check_study_spec(spec)

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.test import RequestFactory
 from django.urls import reverse
 
-from annotation.kinds import StudyKind
+from annotation import kinds
 from annotation.models import Answer, Assignment, RaterExclusion, Study, StudyItem
 from annotation.selectors import study_overview
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
@@ -136,7 +136,9 @@ def test_load_demo_creates_one_study_of_each_kind_for_the_demo_annotators(client
     out = io.StringIO()
     call_command("load_demo", stdout=out)
     assert "Demo studies: 0 created" in out.getvalue()  # idempotent
-    assert sorted(Study.objects.values_list("kind", flat=True)) == sorted(StudyKind.values)
+    assert sorted(Study.objects.values_list("kind", flat=True)) == sorted(
+        k.key for k in kinds.all_kinds()
+    )
     for study in Study.objects.all():
         assert set(
             study.raters.filter(annotates=True).values_list("user__username", flat=True)

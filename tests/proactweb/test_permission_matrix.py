@@ -27,7 +27,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token, TokenProxy
 
-from annotation.kinds import StudyKind, valid_labels
+from annotation import kinds
 from annotation.models import Answer, Assignment, RaterExclusion, Study, StudyArchiveEvent
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
 from annotation.services.studies import StudySpec, study_archive, study_create
@@ -176,13 +176,13 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
             run=run, endpoint=endpoint, dialogue=Dialogue.objects.first(), meta={}
         )
     # An annotator's assignment, answer and an exclusion, so their admin pages have a row.
-    study = Study.objects.filter(kind=StudyKind.DIRECT_RATING).first()
+    study = Study.objects.filter(kind="direct_rating").first()
     demo_rater = study.raters.filter(annotates=True).order_by("pk").first()
     assignment = assignment_next(rater=demo_rater)
     answer_submit(
         rater=demo_rater,
         item_token=assignment.item.token,
-        answer=AnswerInput(label=valid_labels(study.kind)[0], confidence=3, note="ok"),
+        answer=AnswerInput(label=kinds.get(study.kind).labels[0], confidence=3, note="ok"),
         idempotency_key="matrix-1",
     )
     RaterExclusion.objects.create(rater=demo_rater, excluded=False, reason="matrix", by=admin_user)
@@ -195,7 +195,7 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
     colleague = django_user_model.objects.get(username="annotator1")
     rater_study = study_create(
         spec=StudySpec(
-            kind=StudyKind.DIRECT_RATING,
+            kind="direct_rating",
             name="Rate these replies",
             annotators=[study_rater, colleague],
             overlap=1,
@@ -215,10 +215,10 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
     )
     held_by_colleague = assignment_next(rater=raters[colleague.pk])
     own = assignment_next(rater=raters[study_rater.pk])
-    other_study = Study.objects.filter(kind=StudyKind.PAIRWISE).exclude(pk=rater_study.pk).get()
+    other_study = Study.objects.filter(kind="pairwise").exclude(pk=rater_study.pk).get()
     other_item = assignment_next(rater=other_study.raters.order_by("pk").first()).item
     # One archived study, so the archive history has a row.
-    study_archive(study=Study.objects.get(kind=StudyKind.FAILURE_MODE), by=admin_user)
+    study_archive(study=Study.objects.get(kind="failure_mode"), by=admin_user)
     assert StudyArchiveEvent.objects.exists()
     return {
         "anonymous": None,

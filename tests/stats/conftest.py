@@ -4,7 +4,7 @@ import secrets
 import pytest
 from django.core.management import call_command
 
-from annotation.forms import ANSWER_FORMS
+from annotation import kinds
 from annotation.models import Answer, Rater, Study, StudyItem
 from annotation.services.assignments import answer_submit, assignment_next
 from annotation.services.studies import StudySpec, rater_exclusion_set, study_create
@@ -68,7 +68,7 @@ def answer(rater: Rater, assignment, decide, *, seconds: float = 20.0, now=None)
     """Answer ``assignment`` as the workspace's form would: ``decide(assignment)`` gives the
     posted fields (e.g. ``{"choice": "1", "confidence": 3}``)."""
     data = {"idempotency_key": secrets.token_hex(8), **decide(assignment)}
-    form = ANSWER_FORMS[rater.study.kind](data, study=rater.study, assignment=assignment)
+    form = kinds.get(rater.study.kind).answer_form(data, study=rater.study, assignment=assignment)
     assert form.is_valid(), form.errors
     return answer_submit(
         rater=rater,

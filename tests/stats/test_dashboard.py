@@ -6,7 +6,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotation.kinds import AUDIT_CHECK_KEYS, StudyKind
+from annotation import kinds
+from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS
 from annotation.models import Study
 from annotation.services.assignments import assignment_next
 from benchmark.corpus.importer import corpus_import
@@ -176,22 +177,22 @@ def test_chart_labels_are_escaped(demo_run, client_for, researcher):
 
 AUDIT_YES = {f"check_{key}": "yes" for key in AUDIT_CHECK_KEYS}
 DEMO_ANSWERS = {
-    StudyKind.PAIRWISE: lambda n: {"choice": ("1", "2", "tie")[n % 3], "confidence": 3},
-    StudyKind.DIRECT_RATING: lambda n: {
+    "pairwise": lambda n: {"choice": ("1", "2", "tie")[n % 3], "confidence": 3},
+    "direct_rating": lambda n: {
         "verdict": ("PASS", "FAIL")[n % 2],
         "confidence": 4,
         "note": "Against the rubric.",
     },
-    StudyKind.ADJUDICATION: lambda n: {"verdict": ("PARTIAL", "FAIL")[n % 2]},
-    StudyKind.FAILURE_MODE: lambda n: {"label": ("generic_closing", "other")[n % 2], "note": "x"},
-    StudyKind.DIALOGUE_AUDIT: lambda n: {**AUDIT_YES, "decision": "pass"},
+    "adjudication": lambda n: {"verdict": ("PARTIAL", "FAIL")[n % 2]},
+    "failure_mode": lambda n: {"label": ("generic_closing", "other")[n % 2], "note": "x"},
+    "dialogue_audit": lambda n: {**AUDIT_YES, "decision": "pass"},
 }
 STUDY_SECTIONS = {
-    StudyKind.PAIRWISE: {"preference", "preference-raters", "human-agreement"},
-    StudyKind.DIRECT_RATING: {"human-agreement"},
-    StudyKind.ADJUDICATION: {"human-agreement"},
-    StudyKind.FAILURE_MODE: {"failure-modes", "human-agreement"},
-    StudyKind.DIALOGUE_AUDIT: {"human-agreement"},
+    "pairwise": {"preference", "preference-raters", "human-agreement"},
+    "direct_rating": {"human-agreement"},
+    "adjudication": {"human-agreement"},
+    "failure_mode": {"failure-modes", "human-agreement"},
+    "dialogue_audit": {"human-agreement"},
 }
 
 
@@ -205,7 +206,7 @@ def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_f
     call_command("load_demo", stdout=io.StringIO())
     client = client_for(researcher)
     studies = list(Study.objects.order_by("pk"))
-    assert {s.kind for s in studies} == set(StudyKind.values)
+    assert {s.kind for s in studies} == {k.key for k in kinds.all_kinds()}
     for study in studies:
         html = client.get(DASHBOARD, {"study": study.pk}).content.decode()
         assert _sections(html) >= STUDY_SECTIONS[study.kind] | {"leaderboard", "raw-exports"}
@@ -227,7 +228,7 @@ def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_f
         for link in re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html):
             if f"study={study.pk}" in link:
                 assert client.get(link.replace("&amp;", "&")).status_code == 200
-    pairwise = next(s for s in studies if s.kind == StudyKind.PAIRWISE)
+    pairwise = next(s for s in studies if s.kind == "pairwise")
     html = client.get(DASHBOARD, {"study": pairwise.pk}).content.decode()
     assert html.count("<svg") == 5  # the run's four, and the preference bars
     assert "annotator1" in html and "annotator2" in html  # the per-rater table
@@ -238,13 +239,13 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
 ):
     users = make_annotators(2)
     study = create_study(
-        demo_run, StudyKind.PAIRWISE, users, name="Pairs", trigger_type=TriggerType.RECOVERY
+        demo_run, "pairwise", users, name="Pairs", trigger_type=TriggerType.RECOVERY
     )
     client = client_for(researcher)
     for user in users:
         rater = rater_of(study, user)
         for n in range(4):
-            answer_next(rater, lambda a, n=n: DEMO_ANSWERS[StudyKind.PAIRWISE](n))
+            answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
     with django_assert_max_num_queries(23):  # 16 without a study
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
@@ -257,9 +258,7 @@ def test_a_study_without_a_run_and_its_exclusion_option(
     raters" changes what the table counts and is carried into its CSV link."""
     corpus_import(stream=stream(jsonl_bytes(records_for(2))))
     users = make_annotators(3)
-    study = create_study(
-        None, StudyKind.DIALOGUE_AUDIT, users, overlap=2, name="Audit", max_items=1
-    )
+    study = create_study(None, "dialogue_audit", users, overlap=2, name="Audit", max_items=1)
     one, two, three = (rater_of(study, u) for u in users)
     answer_next(one, lambda a: {**AUDIT_YES, "decision": "pass"})
     answer_next(two, lambda a: {**AUDIT_YES, "decision": "pass"})
@@ -277,5 +276,5 @@ def test_a_study_without_a_run_and_its_exclusion_option(
 
 def test_annotators_never_see_the_dashboard_of_their_study(study_run, client_for, make_annotators):
     users = make_annotators(2)
-    study = create_study(study_run, StudyKind.PAIRWISE, users, max_items=1)
+    study = create_study(study_run, "pairwise", users, max_items=1)
     assert client_for(users[0]).get(DASHBOARD, {"study": study.pk}).status_code == 404

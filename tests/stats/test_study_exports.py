@@ -15,7 +15,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.kinds import AUDIT_CHECK_KEYS, StudyKind
+from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS
 from annotation.models import Answer, RetractionReason
 from annotation.services.assignments import answer_undo, assignment_next
 from benchmark.models import Condition, ModelEndpoint, TriggerType
@@ -79,7 +79,7 @@ def studies(study_run, make_annotators, researcher):
     model = ModelEndpoint.objects.get(name="zephyr-secret-large")
     pairwise = create_study(
         study_run,
-        StudyKind.PAIRWISE,
+        "pairwise",
         users[:2],
         overlap=1,
         lease_minutes=10,
@@ -101,7 +101,7 @@ def studies(study_run, make_annotators, researcher):
 
     audit = create_study(
         None,
-        StudyKind.DIALOGUE_AUDIT,
+        "dialogue_audit",
         users[:2],
         adjudicators=users[2:],
         max_items=1,
@@ -127,7 +127,7 @@ def studies(study_run, make_annotators, researcher):
     set_primary_verdict(unit.pk, "FAIL")
     failure = create_study(
         study_run,
-        StudyKind.FAILURE_MODE,
+        "failure_mode",
         users[:1],
         overlap=1,
         endpoints=[model],
@@ -181,7 +181,7 @@ def test_votes_round_trip_every_answer_with_its_flags(studies, client_for, resea
             assert record["turn"] == item.trigger.turn.index
             assert record["trigger_type"] == item.trigger.type
             assert record["dialogue"] == item.trigger.turn.dialogue.unique_id_eval
-        if study.kind == StudyKind.PAIRWISE:
+        if study.kind == "pairwise":
             order = answer.display["order"]
             assert record["display_order"] == "|".join(order)
             assert record["injected_on_left"] is (order[0] == "B")

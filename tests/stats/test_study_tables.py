@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from scipy.stats import binomtest
 from statsmodels.stats.inter_rater import fleiss_kappa
 
-from annotation.kinds import AUDIT_CHECK_KEYS, StudyKind
+from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS
 from annotation.models import Study, StudyItem
 from annotation.services.assignments import answer_undo
 from benchmark.models import Condition, ModelEndpoint, TriggerType
@@ -71,7 +71,7 @@ def pairwise(study_run, make_annotators, researcher):
     model = ModelEndpoint.objects.get(name="zephyr-secret-large")
     study = create_study(
         study_run,
-        StudyKind.PAIRWISE,
+        "pairwise",
         users,
         endpoints=[model],
         trigger_type=TriggerType.RECOVERY,
@@ -216,7 +216,7 @@ def direct(study_run, make_annotators, researcher):
     ).first()
     study = create_study(
         study_run,
-        StudyKind.DIRECT_RATING,
+        "direct_rating",
         users,
         overlap=3,
         max_items=3,
@@ -356,7 +356,7 @@ def failure_modes(study_run, make_annotators, researcher):
     }
     study = create_study(
         study_run,
-        StudyKind.FAILURE_MODE,
+        "failure_mode",
         users,
         overlap=3,
         condition=Condition.VANILLA,
@@ -436,7 +436,7 @@ def test_audit_agreement_leaves_the_third_auditor_out(study_run, make_annotators
     users = make_annotators(3)
     study = create_study(
         None,
-        StudyKind.DIALOGUE_AUDIT,
+        "dialogue_audit",
         users[:2],
         adjudicators=users[2:],
         max_items=1,
@@ -531,4 +531,4 @@ def test_a_study_is_read_in_four_queries_whatever_its_size(
         study = Study.objects.select_related("run__primary_judge").get(pk=study.pk)
         with django_assert_num_queries(4):  # raters, answers, the judge's verdicts, items
             data = studies.study_data(study)
-        assert len(data.answers) == (8 if study.kind == StudyKind.PAIRWISE else 12)
+        assert len(data.answers) == (8 if study.kind == "pairwise" else 12)

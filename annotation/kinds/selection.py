@@ -1,0 +1,35 @@
+"""What the kinds that rate a run's replies share when they select items: the run's finished
+replies narrowed by the selection, an item's key, and the names a blind study must not show."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from annotation.services.studies import StudySpec
+from benchmark.models import EvaluationUnit, ModelEndpoint, UnitState
+
+
+def run_units(spec: StudySpec) -> QuerySet[EvaluationUnit]:
+    """The run's finished, non-empty replies of the chosen models and trigger type, with the
+    rows their keys need, oldest first."""
+    units = EvaluationUnit.objects.filter(run=spec.run, state=UnitState.DONE).exclude(reply="")
+    if spec.endpoints:
+        units = units.filter(endpoint__in=spec.endpoints)
+    if spec.trigger_type:
+        units = units.filter(trigger__type=spec.trigger_type)
+    return units.select_related("endpoint", "trigger__turn__dialogue").order_by("id")
+
+
+def unit_key(unit: EvaluationUnit, *, with_condition: bool = True) -> str:
+    """``unique_id_eval#t<turn>#<model>[#<condition>][#s<sample>]``: staff-facing, never shown
+    to annotators (it names the model)."""
+    turn = unit.trigger.turn
+    key = f"{turn.dialogue.unique_id_eval}#t{turn.index}#{unit.endpoint.name}"
+    if with_condition:
+        key += f"#{unit.condition}"
+    return key + (f"#s{unit.sample_index}" if unit.sample_index else "")
+
+
+def endpoint_names(endpoint: ModelEndpoint) -> tuple[str, ...]:
+    """Every name a model goes by: none may appear in what annotators see."""
+    return (endpoint.name, endpoint.display_name, endpoint.model_name)
