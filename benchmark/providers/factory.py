@@ -21,7 +21,7 @@ from benchmark.providers.base import (
     ChatResult,
     ProviderError,
 )
-from benchmark.providers.openai_chat import OpenAIChatProvider
+from benchmark.providers.openai_chat import OpenAIChatProvider, OpenAICompatibleProvider
 from benchmark.providers.ratelimit import limiters_for
 from benchmark.providers.replay import ReplayProvider, ReplayStore
 
@@ -29,8 +29,6 @@ ENDPOINT_SETTINGS = ("rate_limit_rpm", "rate_limit_tpm", "max_concurrency", "tim
 DEFAULT_TIMEOUT_S = 120.0
 LEASE_MARGIN_S = 60.0
 """A concurrency lease outlives the call's timeout by this much, so it never expires mid-call."""
-NO_KEY_PLACEHOLDER = "not-needed"
-"""Sent to OpenAI-compatible servers that need no key (the SDK refuses to run without one)."""
 
 
 def provider_for(endpoint: ModelEndpoint) -> ChatProvider:
@@ -69,18 +67,15 @@ def provider_for(endpoint: ModelEndpoint) -> ChatProvider:
                 f"endpoint {endpoint.name} is OpenAI-compatible but has no base URL",
                 retryable=False,
             )
-        return OpenAIChatProvider(
+        provider_class = (
+            OpenAIChatProvider if endpoint.provider == Provider.OPENAI else OpenAICompatibleProvider
+        )
+        return provider_class(
             base_url=base_url,
             api_key=api_key,
             timeout_s=timeout_s,
             limiter=limiter,
             default_params=params,
-            # OpenAI's reasoning models reject max_tokens; compatible servers may not know the
-            # newer name.
-            max_tokens_param=(
-                "max_completion_tokens" if endpoint.provider == Provider.OPENAI else "max_tokens"
-            ),
-            vendor=str(endpoint.provider),
         )
     raise ProviderError(
         f"endpoint {endpoint.name} has an unknown provider {endpoint.provider!r}", retryable=False
@@ -104,7 +99,7 @@ def _api_key(endpoint: ModelEndpoint) -> str:
     name = endpoint.api_key_env
     if not name:
         if endpoint.provider == Provider.OPENAI_COMPATIBLE:
-            return NO_KEY_PLACEHOLDER
+            return ""  # OpenAICompatibleProvider sends its placeholder
         raise ProviderError(
             f"endpoint {endpoint.name} names no environment variable for its API key",
             retryable=False,
