@@ -11,6 +11,7 @@ from typing import Any
 import anthropic
 
 from benchmark.providers.base import ChatRequest, ChatResult
+from benchmark.providers.registry import ProviderSpec, register
 from benchmark.providers.sdk import SDKProvider
 
 ANTHROPIC = "anthropic"
@@ -89,3 +90,6 @@ class AnthropicMessagesProvider(SDKProvider):
             attempts=attempts,
             request_id=message._request_id or message.id or "",
         )
+
+
+register(ProviderSpec(ANTHROPIC, "Anthropic", AnthropicMessagesProvider.from_connection))

@@ -2,7 +2,8 @@
 Ollama, LM Studio, gateways) at their own base URL.
 
 Chat Completions rather than the Responses API because it is the format compatible servers
-actually implement.
+actually implement. Another compatible vendor is one more small subclass of
+``OpenAICompatibleProvider`` registered here (or in a module of its own in this package).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
+from benchmark.providers.registry import ProviderSpec, register
 from benchmark.providers.sdk import SDKProvider
 
 OPENAI = "openai"
@@ -101,11 +103,24 @@ class OpenAIChatProvider(SDKProvider):
 
 class OpenAICompatibleProvider(OpenAIChatProvider):
     """The same wire format at any base URL. What differs from OpenAI: the endpoint must give
-    the URL, a key is optional, and ``max_tokens`` keeps its name, because
-    many compatible servers do not know ``max_completion_tokens``."""
+    the URL and need not name a key (both said in its registration below), the name in
+    messages, and ``max_tokens``, which keeps its name because many compatible servers do not
+    know ``max_completion_tokens``."""
 
     vendor = OPENAI_COMPATIBLE
     max_tokens_param = "max_tokens"
 
     def __init__(self, *, api_key: str, **options: Any) -> None:
         super().__init__(api_key=api_key or NO_KEY_PLACEHOLDER, **options)
+
+
+register(ProviderSpec(OPENAI, "OpenAI", OpenAIChatProvider.from_connection))
+register(
+    ProviderSpec(
+        OPENAI_COMPATIBLE,
+        "OpenAI-compatible (vLLM, Ollama, …)",
+        OpenAICompatibleProvider.from_connection,
+        needs_api_key=False,
+        needs_base_url=True,
+    )
+)

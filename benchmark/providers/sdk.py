@@ -13,10 +13,11 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
 from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
+from benchmark.providers.registry import Connection
 from benchmark.providers.retry import (
     atimed_call_with_retries,
     reject_reserved,
@@ -66,6 +67,17 @@ class SDKProvider(ABC):
         }
         self._client = self._make_client(self._client_options)
         self._aclient: Any = None
+
+    @classmethod
+    def from_connection(cls, connection: Connection) -> Self:
+        """The builder an adapter registers (registry.py)."""
+        return cls(
+            base_url=connection.base_url,
+            api_key=connection.api_key,
+            timeout_s=connection.timeout_s,
+            limiter=connection.limiter,
+            default_params=connection.default_params,
+        )
 
     def complete(self, request: ChatRequest) -> ChatResult:
         """One chat completion. The timeout is the tighter of the request's and the provider's;
