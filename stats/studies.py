@@ -69,6 +69,7 @@ TABLES_FOR_KIND: dict[str, tuple[str, ...]] = {
     StudyKind.DIALOGUE_AUDIT: ("human-agreement",),
 }
 
+
 def tables_for_kind(kind: str) -> tuple[str, ...]:
     """The names of the statistics tables that read a study of ``kind``."""
     return TABLES_FOR_KIND.get(kind, ())
