@@ -64,10 +64,10 @@ def _setup(corpus: Path) -> dict:
         Judgment,
         JudgmentState,
         ModelEndpoint,
-        Provider,
         RunStatus,
         Trigger,
     )
+    from benchmark.providers.replay import REPLAY
     from stats.models import ExternalBenchmarkScore
 
     call_command("migrate", verbosity=0)
@@ -85,7 +85,7 @@ def _setup(corpus: Path) -> dict:
         name = f"bench-model-{i:02d}" if i < N_MODELS else f"bench-judge-{i - N_MODELS}"
         endpoint, _ = ModelEndpoint.objects.get_or_create(
             name=name,
-            defaults={"display_name": name, "provider": Provider.REPLAY, "model_name": name},
+            defaults={"display_name": name, "provider": REPLAY, "model_name": name},
         )
         endpoints.append(endpoint)
     models, judges = endpoints[:N_MODELS], endpoints[N_MODELS:]

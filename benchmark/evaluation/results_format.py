@@ -35,13 +35,13 @@ from benchmark.models import (
     Judgment,
     JudgmentState,
     ModelEndpoint,
-    Provider,
     ResultRecordMeta,
     RunSource,
     RunStatus,
     Trigger,
     UnitState,
 )
+from benchmark.providers.replay import REPLAY
 from benchmark.vocabulary import Verdict, parse_verdict
 
 _TOP_KEYS = ("unique_id_eval", "evaluated_model", "trigger_points", "turn_records")
@@ -115,7 +115,7 @@ def _endpoint_for(model: str) -> ModelEndpoint:
         name=name,
         defaults={
             "display_name": model,
-            "provider": Provider.REPLAY,
+            "provider": REPLAY,
             "model_name": model,
             "is_active": False,
             "api_key_env": "",

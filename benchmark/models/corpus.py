@@ -6,9 +6,12 @@ the Workbench does not model are kept verbatim in ``extra`` JSON fields so that 
 back exactly what was imported.
 """
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+
+from benchmark.providers import registry
 
 
 class Domain(models.Model):
@@ -260,20 +263,19 @@ class Trigger(models.Model):
         return low <= self.turn.index <= high
 
 
-class Provider(models.TextChoices):
-    OPENAI = "openai", "OpenAI"
-    ANTHROPIC = "anthropic", "Anthropic"
-    OPENAI_COMPATIBLE = "openai-compatible", "OpenAI-compatible (vLLM, Ollama, …)"
-    REPLAY = "replay", "Replay (recorded replies, offline)"
-
-
 class ModelEndpoint(models.Model):
     """A model the pipeline can call. The API key itself never enters the database: only the
     *name* of the environment variable that holds it."""
 
     name = models.SlugField(max_length=80, unique=True, help_text="Short unique handle.")
     display_name = models.CharField(max_length=120, help_text="Name shown to researchers.")
-    provider = models.CharField(max_length=20, choices=Provider.choices)
+    provider = models.CharField(
+        max_length=registry.KEY_MAX_LENGTH,
+        # The provider registry is the vocabulary of keys (benchmark/providers/registry.py);
+        # a callable, so that a newly registered provider needs no migration.
+        choices=registry.choices,
+        help_text="Which adapter calls the model (docs/pipeline.md lists them).",
+    )
     model_name = models.CharField(max_length=200, help_text="Model id sent to the provider.")
     base_url = models.URLField(blank=True, help_text="Empty = the provider's default URL.")
     default_params = models.JSONField(
@@ -293,12 +295,24 @@ class ModelEndpoint(models.Model):
 
     class Meta:
         ordering = ["display_name"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(provider__in=["replay", "openai-compatible"]) | ~Q(api_key_env=""),
-                name="endpoint_key_env_unless_replay",
-            )
-        ]
 
     def __str__(self) -> str:
         return self.display_name
+
+    def clean(self) -> None:
+        """What the endpoint's provider needs (its registry entry says): a key variable, a base
+        URL. Not a database constraint, because the providers are registered in code and a new
+        one must not need a migration; ``provider_for`` refuses the same endpoints at call time.
+        An unknown provider is refused by the field's choices."""
+        spec = registry.lookup(self.provider)
+        if spec is None:
+            return
+        errors = {}
+        if spec.needs_api_key and not self.api_key_env:
+            errors["api_key_env"] = (
+                f"{spec.label} needs the name of the environment variable that holds its key."
+            )
+        if spec.needs_base_url and not self.base_url:
+            errors["base_url"] = f"{spec.label} has no default URL: give the server's base URL."
+        if errors:
+            raise ValidationError(errors)

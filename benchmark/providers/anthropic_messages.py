@@ -1,131 +1,49 @@
 """The Anthropic Messages adapter.
 
 The Messages API has no "system" role: system text is a separate ``system`` parameter, and it
-requires ``max_tokens``. One ``anthropic.Anthropic`` client per provider (thread-safe, pooled
-connections), so share the provider between threads.
+requires ``max_tokens``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anthropic
 
-from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
-from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
-from benchmark.providers.retry import (
-    atimed_call_with_retries,
-    reject_reserved,
-    timed_call_with_retries,
-)
+from benchmark.providers.base import ChatRequest, ChatResult
+from benchmark.providers.registry import ProviderSpec, register
+from benchmark.providers.sdk import SDKProvider
 
+ANTHROPIC = "anthropic"
 DEFAULT_MAX_TOKENS = 1024
 # Parameters with no Anthropic equivalent, dropped rather than sent (the API rejects unknown
 # fields), so one endpoint configuration can be shared across vendors.
 _UNSUPPORTED_PARAMS = frozenset({"seed"})
-_RESERVED_PARAMS = frozenset({"model", "messages", "system", "stream"})
 
 
-class AnthropicMessagesProvider:
-    """``complete`` is safe to call from many threads at once.
-
-    Parameter mapping: ``max_tokens`` (default 1024), ``stop`` → ``stop_sequences``, ``seed``
+class AnthropicMessagesProvider(SDKProvider):
+    """Parameter mapping: ``max_tokens`` (default 1024), ``stop`` → ``stop_sequences``, ``seed``
     dropped; everything else (temperature, top_p, top_k, thinking, …) is sent as given.
     Every system message, wherever it stands, goes into ``system`` (joined by blank lines).
-    An empty reply (no text blocks, e.g. a refusal or a budget spent on thinking) is a
-    non-retryable ``ProviderError``, as for OpenAI."""
+    An empty reply is one with no text blocks, e.g. a refusal or a budget spent on thinking."""
 
-    def __init__(
-        self,
-        *,
-        base_url: str | None,
-        api_key: str,
-        timeout_s: float = 120,
-        max_attempts: int = 5,
-        sleep: Callable[[float], None] = time.sleep,
-        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        limiter: EndpointLimiter | None = None,
-        default_params: Mapping[str, Any] | None = None,
-        vendor: str = "anthropic",
-    ) -> None:
-        self.timeout_s = timeout_s
-        self.max_attempts = max_attempts
-        self.vendor = vendor
-        self._sleep, self._asleep = sleep, asleep
-        self._limiter = limiter or EndpointLimiter()
-        self._default_params = dict(default_params or {})
-        self._secrets = (api_key,)
-        self._client_options = {
-            "base_url": base_url,
-            "api_key": api_key,
-            "timeout": timeout_s,
-            "max_retries": 0,
-        }
-        self._client = anthropic.Anthropic(**self._client_options)
-        self._aclient: anthropic.AsyncAnthropic | None = None
+    vendor = ANTHROPIC
+    reserved_params = frozenset({"model", "messages", "system", "stream"})
 
-    def complete(self, request: ChatRequest) -> ChatResult:
-        """One message. The timeout is the tighter of the request's and the provider's;
-        ``latency_s`` is that of the successful attempt alone (no backoff, no limiter wait)."""
-        kwargs, timeout_s, estimated_tokens = self._prepare(request)
+    def _make_client(self, options: dict[str, Any]) -> anthropic.Anthropic:
+        return anthropic.Anthropic(**options)
 
-        def send() -> Any:
-            return self._client.messages.create(**kwargs, timeout=timeout_s)
+    def _make_async_client(self, options: dict[str, Any]) -> anthropic.AsyncAnthropic:
+        # aiohttp under the SDK's HTTP layer, as for OpenAI (openai_chat.py says why).
+        return anthropic.AsyncAnthropic(**options, http_client=anthropic.DefaultAioHttpClient())
 
-        return timed_call_with_retries(
-            send,
-            self._result,
-            limiter=self._limiter,
-            estimated_tokens=estimated_tokens,
-            sleep=self._sleep,
-            max_attempts=self.max_attempts,
-            vendor=self.vendor,
-            secrets=self._secrets,
-        )
+    def _send(self, client: Any, kwargs: dict[str, Any], timeout_s: float) -> Any:
+        return client.messages.create(**kwargs, timeout=timeout_s)
 
-    async def acomplete(self, request: ChatRequest) -> ChatResult:
-        """``complete`` on an event loop (the SDK's async client). Call it from one event loop
-        only: the async client's connection pool belongs to the loop that first used it."""
-        kwargs, timeout_s, estimated_tokens = self._prepare(request)
-        if self._aclient is None:
-            # aiohttp under the SDK's HTTP layer, as for OpenAI (openai_chat.py says why).
-            self._aclient = anthropic.AsyncAnthropic(
-                **self._client_options, http_client=anthropic.DefaultAioHttpClient()
-            )
-        client = self._aclient
-
-        def send() -> Any:
-            return client.messages.create(**kwargs, timeout=timeout_s)
-
-        return await atimed_call_with_retries(
-            send,
-            self._result,
-            limiter=self._limiter,
-            estimated_tokens=estimated_tokens,
-            sleep=self._asleep,
-            max_attempts=self.max_attempts,
-            vendor=self.vendor,
-            secrets=self._secrets,
-        )
-
-    async def aclose(self) -> None:
-        """Close the async client's connections (call it on the loop that used them)."""
-        if self._aclient is not None:
-            await self._aclient.close()
-            self._aclient = None
-
-    def _prepare(self, request: ChatRequest) -> tuple[dict[str, Any], float, int]:
-        kwargs = self._create_kwargs(request, {**self._default_params, **request.params})
-        estimated_tokens = estimate_request_tokens(
-            request.messages, max_output_tokens=kwargs["max_tokens"]
-        )
-        return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
+    def _max_output_tokens(self, params: dict[str, Any]) -> int | None:
+        return params.get("max_tokens") or DEFAULT_MAX_TOKENS
 
     def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
-        reject_reserved(params, _RESERVED_PARAMS)
         extra = {k: v for k, v in params.items() if k not in _UNSUPPORTED_PARAMS}
         kwargs: dict[str, Any] = {
             "model": request.model,
@@ -148,21 +66,10 @@ class AnthropicMessagesProvider:
         return kwargs
 
     def _result(self, message: Any, latency_s: float, attempts: int) -> ChatResult:
-        if isinstance(message, str):
-            # The SDK hands back the raw text when the response is not JSON at all.
-            raise ProviderError(
-                f"{self.vendor} answered with something other than JSON; check the base URL",
-                status=200,
-                retryable=False,
-            )
         blocks = getattr(message, "content", None) or []
         text = "".join(block.text for block in blocks if getattr(block, "type", "") == "text")
         if not text.strip():
-            raise ProviderError(
-                f"{self.vendor} returned an empty reply (stop_reason={message.stop_reason})",
-                status=200,
-                retryable=False,
-            )
+            raise self._empty_reply(f"stop_reason={message.stop_reason}")
         usage = message.usage
         # Anthropic counts cached prompt tokens apart from input_tokens; add them back so that
         # input_tokens means "the whole prompt", as it does for OpenAI.
@@ -183,3 +90,6 @@ class AnthropicMessagesProvider:
             attempts=attempts,
             request_id=message._request_id or message.id or "",
         )
+
+
+register(ProviderSpec(ANTHROPIC, "Anthropic", AnthropicMessagesProvider.from_connection))

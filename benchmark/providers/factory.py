@@ -1,4 +1,6 @@
-"""Building the provider for a ``ModelEndpoint``: the one place that reads API keys.
+"""Building the provider for a ``ModelEndpoint``: the one place that reads API keys and parses
+endpoint settings. Which class answers an endpoint is the registry's business (registry.py):
+the factory looks the endpoint's provider key up there and hands its builder a ``Connection``.
 
 Keys come from the environment variable the endpoint *names*; a key value never appears in a
 message or a log line, only the variable's name. Endpoint plumbing that is not a sampling
@@ -12,8 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from benchmark.models import ModelEndpoint, Provider
-from benchmark.providers.anthropic_messages import AnthropicMessagesProvider
+from benchmark.models import ModelEndpoint
+from benchmark.providers import registry
 from benchmark.providers.base import (
     ChatMessage,
     ChatProvider,
@@ -21,27 +23,29 @@ from benchmark.providers.base import (
     ChatResult,
     ProviderError,
 )
-from benchmark.providers.openai_chat import OpenAIChatProvider
 from benchmark.providers.ratelimit import limiters_for
-from benchmark.providers.replay import ReplayProvider, ReplayStore
+from benchmark.providers.registry import Connection, ProviderSpec
 
 ENDPOINT_SETTINGS = ("rate_limit_rpm", "rate_limit_tpm", "max_concurrency", "timeout_s")
 DEFAULT_TIMEOUT_S = 120.0
 LEASE_MARGIN_S = 60.0
 """A concurrency lease outlives the call's timeout by this much, so it never expires mid-call."""
-NO_KEY_PLACEHOLDER = "not-needed"
-"""Sent to OpenAI-compatible servers that need no key (the SDK refuses to run without one)."""
 
 
 def provider_for(endpoint: ModelEndpoint) -> ChatProvider:
-    """A new provider for ``endpoint``, with its limiter. Raises ``ProviderError`` (not
-    retryable) for a configuration that cannot work: a missing key, a bad setting.
+    """A new provider for ``endpoint``, built by its provider's registered builder, with its
+    limiter. Raises ``ProviderError`` (not retryable) for a configuration that cannot work: an
+    unknown provider, a missing key or base URL, a bad setting.
 
     Each provider owns an HTTP connection pool: build one per endpoint and process and share it
     between threads rather than one per call."""
-    if endpoint.provider == Provider.REPLAY:
-        return ReplayProvider(ReplayStore.from_demo_data())
-    api_key = _api_key(endpoint)
+    spec = _spec(endpoint)
+    if spec.offline:
+        # Nothing is sent anywhere: no key to read, no limits or timeout to apply.
+        return spec.build(
+            Connection(base_url=None, api_key="", timeout_s=DEFAULT_TIMEOUT_S, limiter=None)
+        )
+    api_key = _api_key(endpoint, spec)
     params = dict(endpoint.default_params or {})
     rpm = _positive_int(endpoint, "rate_limit_rpm", params.pop("rate_limit_rpm", None))
     tpm = _positive_int(endpoint, "rate_limit_tpm", params.pop("rate_limit_tpm", None))
@@ -55,43 +59,28 @@ def provider_for(endpoint: ModelEndpoint) -> ChatProvider:
         lease_s=timeout_s + LEASE_MARGIN_S,
     )
     base_url = endpoint.base_url or None
-    if endpoint.provider == Provider.ANTHROPIC:
-        return AnthropicMessagesProvider(
+    if spec.needs_base_url and not base_url:
+        raise ProviderError(
+            f"endpoint {endpoint.name} is {spec.key} but has no base URL", retryable=False
+        )
+    return spec.build(
+        Connection(
             base_url=base_url,
             api_key=api_key,
             timeout_s=timeout_s,
             limiter=limiter,
             default_params=params,
         )
-    if endpoint.provider in (Provider.OPENAI, Provider.OPENAI_COMPATIBLE):
-        if endpoint.provider == Provider.OPENAI_COMPATIBLE and not base_url:
-            raise ProviderError(
-                f"endpoint {endpoint.name} is OpenAI-compatible but has no base URL",
-                retryable=False,
-            )
-        return OpenAIChatProvider(
-            base_url=base_url,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            limiter=limiter,
-            default_params=params,
-            # OpenAI's reasoning models reject max_tokens; compatible servers may not know the
-            # newer name.
-            max_tokens_param=(
-                "max_completion_tokens" if endpoint.provider == Provider.OPENAI else "max_tokens"
-            ),
-            vendor=str(endpoint.provider),
-        )
-    raise ProviderError(
-        f"endpoint {endpoint.name} has an unknown provider {endpoint.provider!r}", retryable=False
     )
 
 
 def test_connection(endpoint: ModelEndpoint) -> ChatResult:
-    """Send one tiny request, for the "test connection" button. Replay endpoints need no key or
-    network and answer "OK" at once. Raises ``ProviderError`` with a message fit for the UI."""
-    if endpoint.provider == Provider.REPLAY:
-        return ChatResult(text="OK", request_id="replay-test")
+    """Send one tiny request, for the "test connection" button. Offline (replay) endpoints need
+    no key or network and answer "OK" at once. Raises ``ProviderError`` with a message fit for
+    the UI."""
+    spec = _spec(endpoint)
+    if spec.offline:
+        return ChatResult(text="OK", request_id=f"{spec.key}-test")
     request = ChatRequest(
         model=endpoint.model_name,
         messages=(ChatMessage("user", "Reply with the word OK."),),
@@ -100,11 +89,23 @@ def test_connection(endpoint: ModelEndpoint) -> ChatResult:
     return provider_for(endpoint).complete(request)
 
 
-def _api_key(endpoint: ModelEndpoint) -> str:
+def _spec(endpoint: ModelEndpoint) -> ProviderSpec:
+    spec = registry.lookup(endpoint.provider)
+    if spec is None:
+        raise ProviderError(
+            f"endpoint {endpoint.name} has an unknown provider {endpoint.provider!r}",
+            retryable=False,
+        )
+    return spec
+
+
+def _api_key(endpoint: ModelEndpoint, spec: ProviderSpec) -> str:
+    """The key from the environment; "" for a provider that needs none and an endpoint that
+    names none (a variable that is named must be set, whatever the provider)."""
     name = endpoint.api_key_env
     if not name:
-        if endpoint.provider == Provider.OPENAI_COMPATIBLE:
-            return NO_KEY_PLACEHOLDER
+        if not spec.needs_api_key:
+            return ""
         raise ProviderError(
             f"endpoint {endpoint.name} names no environment variable for its API key",
             retryable=False,

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.providers.base import ChatMessage, ChatRequest, ChatResult, ProviderError, ReplayKey
+from benchmark.providers.registry import Connection, ProviderSpec, register
 
+REPLAY = "replay"
 DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "demo_data"
 
 ReplyKey = tuple[str, int, str, str]
@@ -91,10 +93,15 @@ class ReplayProvider:
     """Serves recordings. Nothing recorded (or no ``replay_key``) is a non-retryable
     ``ProviderError`` naming the key: asking again cannot make a recording appear."""
 
-    vendor = "replay"
+    vendor = REPLAY
 
     def __init__(self, store: ReplayStore) -> None:
         self._store = store
+
+    @classmethod
+    def from_connection(cls, connection: Connection) -> ReplayProvider:
+        """The demo recordings; an offline provider gets nothing from its endpoint to use."""
+        return cls(ReplayStore.from_demo_data())
 
     def complete(self, request: ChatRequest) -> ChatResult:
         key = request.replay_key
@@ -133,3 +140,14 @@ def _describe(key: ReplayKey) -> str:
         f"model={key.model} condition={key.condition}"
     )
     return described + (f" judge={key.judge}" if key.kind == "judgment" else "")
+
+
+register(
+    ProviderSpec(
+        REPLAY,
+        "Replay (recorded replies, offline)",
+        ReplayProvider.from_connection,
+        needs_api_key=False,
+        offline=True,
+    )
+)

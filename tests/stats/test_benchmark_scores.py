@@ -3,7 +3,7 @@ import io
 import numpy as np
 import pytest
 
-from benchmark.models import ModelEndpoint, Provider
+from benchmark.models import ModelEndpoint
 from stats import selectors
 from stats.compute.leaderboard import score_matrix
 from stats.models import ExternalBenchmarkScore
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 def endpoints():
     for name, display in (("claude-opus-4-7", "Claude-Opus-4.7"), ("gpt-5-5", "GPT-5.5")):
         ModelEndpoint.objects.create(
-            name=name, display_name=display, provider=Provider.REPLAY, model_name=name
+            name=name, display_name=display, provider="replay", model_name=name
         )
 
 

@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from benchmark.models import ModelEndpoint, Provider
+from benchmark.models import ModelEndpoint
 from stats.forms import MAX_SCORES_FILE_BYTES
 from stats.models import ExternalBenchmarkScore
 
@@ -20,7 +20,7 @@ GOOD = "model,benchmark,score\nGPT-5.5,GPQA,0.71\n"
 @pytest.fixture
 def page(client_for, researcher):
     ModelEndpoint.objects.create(
-        name="gpt-5-5", display_name="GPT-5.5", provider=Provider.REPLAY, model_name="gpt-5-5"
+        name="gpt-5-5", display_name="GPT-5.5", provider="replay", model_name="gpt-5-5"
     )
     client = client_for(researcher)
 

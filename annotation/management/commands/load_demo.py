@@ -7,7 +7,8 @@ from django.db import transaction
 from annotation.demo import demo_studies_load
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation.demo_run import demo_run_load
-from benchmark.models import JudgeDisagreement, ModelEndpoint, Provider
+from benchmark.models import JudgeDisagreement, ModelEndpoint
+from benchmark.providers.replay import REPLAY
 from core.roles import ANNOTATOR, RESEARCHER
 
 DEMO_DIR = settings.BASE_DIR / "benchmark" / "demo_data"
@@ -52,7 +53,7 @@ class Command(BaseCommand):
                 name=name,
                 defaults={
                     "display_name": display,
-                    "provider": Provider.REPLAY,
+                    "provider": REPLAY,
                     "model_name": name,
                     "default_params": {},
                     "api_key_env": "",

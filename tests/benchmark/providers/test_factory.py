@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from benchmark.models import ModelEndpoint, Provider
+from benchmark.models import ModelEndpoint
 from benchmark.providers import factory
 from benchmark.providers.anthropic_messages import AnthropicMessagesProvider
 from benchmark.providers.base import ChatMessage, ChatRequest, ProviderError
@@ -37,7 +37,7 @@ def _hello() -> ChatRequest:
 
 def test_a_missing_key_names_the_variable_and_the_endpoint(monkeypatch):
     monkeypatch.delenv("PB_TEST_OPENAI_KEY", raising=False)
-    endpoint = _endpoint(Provider.OPENAI, name="gpt-main", api_key_env="PB_TEST_OPENAI_KEY")
+    endpoint = _endpoint("openai", name="gpt-main", api_key_env="PB_TEST_OPENAI_KEY")
 
     with pytest.raises(ProviderError) as caught:
         factory.provider_for(endpoint)
@@ -52,7 +52,7 @@ def test_the_key_reaches_the_server_but_never_an_error_or_a_log(monkeypatch, ser
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("PB_TEST_OPENAI_KEY", SECRET)
     endpoint = _endpoint(
-        Provider.OPENAI_COMPATIBLE,
+        "openai-compatible",
         base_url=server.openai_base_url,
         api_key_env="PB_TEST_OPENAI_KEY",
     )
@@ -67,7 +67,7 @@ def test_the_key_reaches_the_server_but_never_an_error_or_a_log(monkeypatch, ser
 
 
 def test_openai_compatible_without_a_key_sends_a_placeholder(server):
-    endpoint = _endpoint(Provider.OPENAI_COMPATIBLE, base_url=server.openai_base_url)
+    endpoint = _endpoint("openai-compatible", base_url=server.openai_base_url)
 
     result = factory.provider_for(endpoint).complete(_hello())
 
@@ -77,13 +77,13 @@ def test_openai_compatible_without_a_key_sends_a_placeholder(server):
 
 def test_openai_compatible_needs_a_base_url():
     with pytest.raises(ProviderError, match="no base URL"):
-        factory.provider_for(_endpoint(Provider.OPENAI_COMPATIBLE))
+        factory.provider_for(_endpoint("openai-compatible"))
 
 
 def test_endpoint_settings_are_stripped_and_applied(server, settings):
     settings.REDIS_URL = None  # in-process limiters, whatever the environment says
     endpoint = _endpoint(
-        Provider.OPENAI_COMPATIBLE,
+        "openai-compatible",
         base_url=server.openai_base_url,
         default_params={
             "temperature": 0.3,
@@ -111,7 +111,7 @@ def test_endpoint_settings_are_stripped_and_applied(server, settings):
 @pytest.mark.parametrize("setting", ["rate_limit_rpm", "max_concurrency", "timeout_s"])
 def test_a_bad_endpoint_setting_is_named(setting, server):
     endpoint = _endpoint(
-        Provider.OPENAI_COMPATIBLE,
+        "openai-compatible",
         base_url=server.openai_base_url,
         default_params={setting: "fast"},
     )
@@ -126,8 +126,8 @@ def test_openai_sends_max_completion_tokens_and_compatible_servers_max_tokens(mo
         model="m", messages=(ChatMessage("user", "hi"),), params={"max_tokens": 9}
     )
     for provider, field in [
-        (Provider.OPENAI, "max_completion_tokens"),
-        (Provider.OPENAI_COMPATIBLE, "max_tokens"),
+        ("openai", "max_completion_tokens"),
+        ("openai-compatible", "max_tokens"),
     ]:
         endpoint = _endpoint(
             provider, base_url=server.openai_base_url, api_key_env="PB_TEST_OPENAI_KEY"
@@ -139,7 +139,7 @@ def test_openai_sends_max_completion_tokens_and_compatible_servers_max_tokens(mo
 def test_anthropic_endpoints_get_the_messages_provider(monkeypatch, server):
     monkeypatch.setenv("PB_TEST_ANTHROPIC_KEY", SECRET)
     endpoint = _endpoint(
-        Provider.ANTHROPIC,
+        "anthropic",
         base_url=server.anthropic_base_url,
         api_key_env="PB_TEST_ANTHROPIC_KEY",
         default_params={"max_tokens": 300},
@@ -154,7 +154,7 @@ def test_anthropic_endpoints_get_the_messages_provider(monkeypatch, server):
 
 
 def test_replay_endpoints_need_no_key():
-    endpoint = _endpoint(Provider.REPLAY, model_name="demo-atlas-large")
+    endpoint = _endpoint("replay", model_name="demo-atlas-large")
 
     assert isinstance(factory.provider_for(endpoint), ReplayProvider)
     assert factory.test_connection(endpoint).text == "OK"
@@ -162,7 +162,7 @@ def test_replay_endpoints_need_no_key():
 
 def test_connection_test_sends_one_tiny_request(server):
     endpoint = _endpoint(
-        Provider.OPENAI_COMPATIBLE, base_url=server.openai_base_url, model_name="llama-test"
+        "openai-compatible", base_url=server.openai_base_url, model_name="llama-test"
     )
     server.reply = lambda body: "OK"
 
@@ -177,7 +177,7 @@ def test_connection_test_sends_one_tiny_request(server):
 
 def test_connection_test_reports_a_missing_key(monkeypatch):
     monkeypatch.delenv("PB_TEST_ANTHROPIC_KEY", raising=False)
-    endpoint = _endpoint(Provider.ANTHROPIC, api_key_env="PB_TEST_ANTHROPIC_KEY")
+    endpoint = _endpoint("anthropic", api_key_env="PB_TEST_ANTHROPIC_KEY")
 
     with pytest.raises(ProviderError, match="PB_TEST_ANTHROPIC_KEY is not set"):
         factory.test_connection(endpoint)
@@ -185,7 +185,7 @@ def test_connection_test_reports_a_missing_key(monkeypatch):
 
 def test_providers_are_built_for_every_vendor_shape(monkeypatch):
     monkeypatch.setenv("PB_TEST_OPENAI_KEY", SECRET)
-    endpoint = _endpoint(Provider.OPENAI, api_key_env="PB_TEST_OPENAI_KEY")
+    endpoint = _endpoint("openai", api_key_env="PB_TEST_OPENAI_KEY")
 
     provider = factory.provider_for(endpoint)
 

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from benchmark.providers.base import ChatMessage, ChatRequest, ProviderError
-from benchmark.providers.openai_chat import OpenAIChatProvider
+from benchmark.providers.openai_chat import OpenAIChatProvider, OpenAICompatibleProvider
 from benchmark.providers.ratelimit import EndpointLimiter, LocalConcurrencyLimiter
 from tests.fakes.vendor_server import FakeVendorServer, Reply
 
@@ -74,7 +74,7 @@ def test_sampling_parameters_are_mapped_and_the_rest_passed_through(server):
 
     body = server.requests()[0].body
     assert body["temperature"] == 0.7  # the request overrides the endpoint's default
-    assert (body["top_p"], body["max_tokens"], body["seed"], body["stop"]) == (
+    assert (body["top_p"], body["max_completion_tokens"], body["seed"], body["stop"]) == (
         0.9,
         64,
         11,
@@ -83,13 +83,17 @@ def test_sampling_parameters_are_mapped_and_the_rest_passed_through(server):
     assert (body["top_k"], body["repetition_penalty"]) == (40, 1.1)
 
 
-def test_max_tokens_can_be_sent_as_max_completion_tokens(server):
-    _provider(server, max_tokens_param="max_completion_tokens").complete(
-        _request(ChatMessage("user", "Hi"), max_tokens=32)
-    )
+def test_openai_gets_max_tokens_as_max_completion_tokens_and_compatible_servers_as_max_tokens(
+    server,
+):
+    request = _request(ChatMessage("user", "Hi"), max_tokens=32)
 
-    body = server.requests()[0].body
-    assert body["max_completion_tokens"] == 32 and "max_tokens" not in body
+    _provider(server).complete(request)
+    OpenAICompatibleProvider(base_url=server.openai_base_url, api_key="").complete(request)
+
+    openai_body, compatible_body = (entry.body for entry in server.requests())
+    assert openai_body["max_completion_tokens"] == 32 and "max_tokens" not in openai_body
+    assert compatible_body["max_tokens"] == 32 and "max_completion_tokens" not in compatible_body
 
 
 def test_params_cannot_override_the_model_or_turn_on_streaming(server):

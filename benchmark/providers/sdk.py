@@ -1,0 +1,172 @@
+"""The half of an SDK-backed adapter that every vendor shares.
+
+``SDKProvider`` owns the constructor options, the clients (the sync one at once, the async one on
+first use), the parameter merge, the timeout, the limiter's token estimate and the attempt loop
+of retry.py. An adapter (openai_chat.py, anthropic_messages.py) says only what is its vendor's:
+how to build its clients, how a ``ChatRequest`` becomes the SDK call's arguments, how to send
+them, and how the response becomes a ``ChatResult``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Self
+
+from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
+from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
+from benchmark.providers.registry import Connection
+from benchmark.providers.retry import (
+    atimed_call_with_retries,
+    reject_reserved,
+    timed_call_with_retries,
+)
+
+
+class SDKProvider(ABC):
+    """``complete`` is safe to call from many threads at once: an SDK client is thread-safe and
+    its connection pool is what makes many concurrent calls cheap, so build one provider per
+    endpoint and process and share it between threads.
+
+    ``default_params`` (the endpoint's) are overridden by the request's. An empty reply is a
+    non-retryable ``ProviderError``: sent again, the same request usually ends the same way, and
+    callers decide whether to resample."""
+
+    vendor: ClassVar[str]
+    """Names the vendor in error messages."""
+    reserved_params: ClassVar[frozenset[str]]
+    """Set by the adapter itself: neither an endpoint's nor a request's params may set them."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str,
+        timeout_s: float = 120,
+        max_attempts: int = 5,
+        sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        limiter: EndpointLimiter | None = None,
+        default_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self._sleep, self._asleep = sleep, asleep
+        self._limiter = limiter or EndpointLimiter()
+        self._default_params = dict(default_params or {})
+        self._secrets = (api_key,)
+        self._client_options: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "timeout": timeout_s,
+            # retry.py retries instead, so every vendor gets one policy and the limiter is
+            # consulted before every attempt.
+            "max_retries": 0,
+        }
+        self._client = self._make_client(self._client_options)
+        self._aclient: Any = None
+
+    @classmethod
+    def from_connection(cls, connection: Connection) -> Self:
+        """The builder an adapter registers (registry.py)."""
+        return cls(
+            base_url=connection.base_url,
+            api_key=connection.api_key,
+            timeout_s=connection.timeout_s,
+            limiter=connection.limiter,
+            default_params=connection.default_params,
+        )
+
+    def complete(self, request: ChatRequest) -> ChatResult:
+        """One chat completion. The timeout is the tighter of the request's and the provider's;
+        ``latency_s`` is that of the successful attempt alone (no backoff, no limiter wait)."""
+        kwargs, timeout_s, estimated_tokens = self._prepare(request)
+        client = self._client
+        return timed_call_with_retries(
+            lambda: self._send(client, kwargs, timeout_s),
+            self._checked_result,
+            limiter=self._limiter,
+            estimated_tokens=estimated_tokens,
+            sleep=self._sleep,
+            max_attempts=self.max_attempts,
+            vendor=self.vendor,
+            secrets=self._secrets,
+        )
+
+    async def acomplete(self, request: ChatRequest) -> ChatResult:
+        """``complete`` on an event loop (the SDK's async client). Call it from one event loop
+        only: the async client's connection pool belongs to the loop that first used it."""
+        kwargs, timeout_s, estimated_tokens = self._prepare(request)
+        if self._aclient is None:
+            self._aclient = self._make_async_client(self._client_options)
+        client = self._aclient
+        return await atimed_call_with_retries(
+            lambda: self._send(client, kwargs, timeout_s),
+            self._checked_result,
+            limiter=self._limiter,
+            estimated_tokens=estimated_tokens,
+            sleep=self._asleep,
+            max_attempts=self.max_attempts,
+            vendor=self.vendor,
+            secrets=self._secrets,
+        )
+
+    async def aclose(self) -> None:
+        """Close the async client's connections (call it on the loop that used them)."""
+        if self._aclient is not None:
+            await self._aclient.close()
+            self._aclient = None
+
+    def _prepare(self, request: ChatRequest) -> tuple[dict[str, Any], float, int]:
+        params = {**self._default_params, **request.params}
+        reject_reserved(params, self.reserved_params)
+        kwargs = self._create_kwargs(request, params)
+        estimated_tokens = estimate_request_tokens(
+            request.messages, max_output_tokens=self._max_output_tokens(params)
+        )
+        return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
+
+    def _max_output_tokens(self, params: dict[str, Any]) -> int | None:
+        """The output budget the limiter counts a call for (None: its default estimate)."""
+        return params.get("max_tokens")
+
+    def _checked_result(self, response: Any, latency_s: float, attempts: int) -> ChatResult:
+        if isinstance(response, str):
+            # The SDKs hand back the raw text when the response is not JSON at all: a web page,
+            # typically, because base_url points at something that is not an API.
+            raise ProviderError(
+                f"{self.vendor} answered with something other than JSON; check the base URL",
+                status=200,
+                retryable=False,
+            )
+        return self._result(response, latency_s, attempts)
+
+    def _empty_reply(self, reason: str) -> ProviderError:
+        """``reason``: the vendor's own account of why the reply ended, e.g. ``stop_reason=…``."""
+        return ProviderError(
+            f"{self.vendor} returned an empty reply ({reason})", status=200, retryable=False
+        )
+
+    @abstractmethod
+    def _make_client(self, options: dict[str, Any]) -> Any:
+        """The SDK's sync client, from ``base_url``, ``api_key``, ``timeout``, ``max_retries``."""
+
+    @abstractmethod
+    def _make_async_client(self, options: dict[str, Any]) -> Any:
+        """The SDK's async client, from the same options; it must have an async ``close``."""
+
+    @abstractmethod
+    def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
+        """The SDK call's arguments: the request in the vendor's shape, ``params`` mapped (the
+        reserved ones are already refused)."""
+
+    @abstractmethod
+    def _send(self, client: Any, kwargs: dict[str, Any], timeout_s: float) -> Any:
+        """One attempt with either client (the async one returns an awaitable)."""
+
+    @abstractmethod
+    def _result(self, response: Any, latency_s: float, attempts: int) -> ChatResult:
+        """The parsed response as a ``ChatResult``, or a ``ProviderError`` for a reply that
+        cannot be used (no text: see ``_empty_reply``)."""
