@@ -53,7 +53,6 @@ from stats.interfaces import (
 )
 
 
-
 def tables_for_kind(kind: str) -> tuple[str, ...]:
     """The names of the statistics tables that read a study of ``kind`` (the kind declares
     them: ``StudyKind.tables``); none for a kind no longer registered."""

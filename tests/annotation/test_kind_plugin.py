@@ -109,7 +109,9 @@ def test_a_kind_registered_in_one_module_runs_end_to_end(thumbs, run, make_annot
 
     # Created from the staff page: the kind is in the menu and shows its selection fields.
     form_page = staff.get(reverse("annotation:study_new"), {"kind": "thumbs"}, headers=HTMX)
-    assert '<option value="thumbs" selected>Thumbs up or down</option>' in form_page.content.decode()
+    assert (
+        '<option value="thumbs" selected>Thumbs up or down</option>' in form_page.content.decode()
+    )
     created = staff.post(
         reverse("annotation:study_new"),
         {
@@ -134,9 +136,10 @@ def test_a_kind_registered_in_one_module_runs_end_to_end(thumbs, run, make_annot
         shown = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
         html = shown.content.decode()
         assert 'id="the-reply"' in html and 'data-keys="h"' in html and "<kbd>n</kbd>" in html
-        assert "helpful / not helpful" in client.get(
-            reverse("annotation:workspace", args=[study.pk])
-        ).content.decode()
+        assert (
+            "helpful / not helpful"
+            in client.get(reverse("annotation:workspace", args=[study.pk])).content.decode()
+        )
         for name, display, model in MODELS:
             assert name not in html and display not in html and model not in html
 
