@@ -289,6 +289,10 @@ class Assignment(models.Model):
     )
     display = models.JSONField(default=dict, blank=True)
     leased_at = models.DateTimeField(help_text="When it was last handed out (or reopened).")
+    reopened = models.BooleanField(
+        default=False,
+        help_text="An undo reopened it at least once (its undone answers refill the form).",
+    )
     lease_expires_at = models.DateTimeField()
     completed_at = models.DateTimeField(null=True, blank=True)
 

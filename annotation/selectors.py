@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from types import SimpleNamespace
 
-from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -30,7 +28,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from annotation import kinds
+from annotation import kinds, sql
 from annotation.metrics import Vote, gold_accuracy, percent_agreement, rater_figures
 from annotation.models import (
     Answer,
@@ -43,9 +41,9 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
+from annotation.sql import TriggerRow
 from benchmark.evaluation.requests import conversation_until
-from benchmark.models import Anchor, EvaluationUnit, Trigger, TriggerType, Turn
-from core.rows import columns, fetch_rows, first, load_each
+from benchmark.models import Anchor, TriggerType
 
 # Rater-quality flags (docs/annotation.md): fast clicking, one label, one side.
 FAST_MEDIAN_S = 30
@@ -58,37 +56,23 @@ FLAG_MIN_ANSWERS = 10
 
 def rater_for(*, user, study_id: int) -> Rater:
     """The user's place in the study, with the study, or 404 (not a rater there, or no such
-    study). Plain SQL: every annotator request starts here (see core/rows.py)."""
-    rows = fetch_rows(
-        f"SELECT {columns(Rater, 'r')}, {columns(Study, 's')}"  # noqa: S608
-        f" FROM {Rater._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"
-        " WHERE r.study_id = %s AND r.user_id = %s",
-        [study_id, user.pk],
-    )
-    if not rows:
+    study)."""
+    rater = Rater.objects.select_related("study").filter(study_id=study_id, user=user).first()
+    if rater is None:
         raise Http404("No such study for you.")
-    rater, rater.study = load_each(rows[0], Rater, Study)
     return rater
 
 
 def assignment_for(*, user, study_id: int, token: str) -> Assignment:
     """The user's own assignment on the item with this token in this study, with its rater,
-    study and item, or 404 (not their item, not their study, no such thing). Plain SQL, as
-    ``rater_for``."""
-    rows = fetch_rows(
-        f"SELECT {columns(Assignment, 'a')}, {columns(Rater, 'r')}, {columns(Study, 's')},"  # noqa: S608
-        f" {columns(StudyItem, 'i')}"
-        f" FROM {Assignment._meta.db_table} a"
-        f" JOIN {Rater._meta.db_table} r ON r.id = a.rater_id"
-        f" JOIN {Study._meta.db_table} s ON s.id = r.study_id"
-        f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
-        " WHERE r.study_id = %s AND r.user_id = %s AND i.token = %s",
-        [study_id, user.pk, token],
+    study and item, or 404 (not their item, not their study, no such thing)."""
+    assignment = (
+        Assignment.objects.select_related("rater__study", "item")
+        .filter(rater__study_id=study_id, rater__user=user, item__token=token)
+        .first()
     )
-    if not rows:
+    if assignment is None:
         raise Http404("No such item for you.")
-    assignment, rater, study, item = load_each(rows[0], Assignment, Rater, Study, StudyItem)
-    assignment.rater, rater.study, assignment.item = rater, study, item
     return assignment
 
 
@@ -158,18 +142,12 @@ class Progress:
 def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
     """Done, time spent and (``with_left``) what is left: the one figure that counts the
     study's open items, so the workspace asks for it only between items. Done and time are
-    read from the rater's done assignments outwards (their index), whatever the planner's
-    statistics say about the answers table; as plain SQL, since every workspace request asks
-    (the ORM's aggregate cost more to compose than to run)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT COUNT(*), SUM(an.time_on_item_s) FROM {Assignment._meta.db_table} a"  # noqa: S608
-            f" LEFT JOIN {Answer._meta.db_table} an"
-            "  ON an.assignment_id = a.id AND an.retracted_at IS NULL"
-            " WHERE a.rater_id = %s AND a.state = %s",
-            [rater.pk, AssignmentState.DONE],
-        )
-        done, seconds = cursor.fetchone()
+    read from the rater's done assignments outwards (their index); an assignment has at most
+    one live answer."""
+    figures = Assignment.objects.filter(rater=rater, state=AssignmentState.DONE).aggregate(
+        done=Count("id", distinct=True),
+        seconds=Sum("answers__time_on_item_s", filter=Q(answers__retracted_at__isnull=True)),
+    )
     left = None
     if with_left:
         left = (
@@ -178,7 +156,7 @@ def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
             .values_list("left", flat=True)
             .get()
         )
-    return Progress(done=done, left=left, seconds=seconds or 0.0)
+    return Progress(done=figures["done"], left=left, seconds=figures["seconds"] or 0.0)
 
 
 def last_answer(*, rater: Rater) -> Answer | None:
@@ -191,36 +169,15 @@ def last_answer(*, rater: Rater) -> Answer | None:
 
 
 def undone_answer(*, assignment: Assignment) -> Answer | None:
-    """The assignment's latest undone answer, to refill the form with."""
-    if getattr(assignment, "fresh", False):
+    """The assignment's latest undone answer, to refill the form with (only an assignment an
+    undo reopened has one)."""
+    if not assignment.reopened:
         return None
-    return first(
-        Answer,
-        f"SELECT {columns(Answer, 'an')} FROM {Answer._meta.db_table} an"  # noqa: S608
-        " WHERE an.assignment_id = %s"
-        " AND an.retraction_reason = %s ORDER BY retracted_at DESC, id DESC LIMIT 1",
-        [assignment.pk, RetractionReason.UNDO],
+    return (
+        Answer.objects.filter(assignment=assignment, retraction_reason=RetractionReason.UNDO)
+        .order_by("-retracted_at", "-id")
+        .first()
     )
-
-
-@dataclass(frozen=True)
-class TriggerRow:
-    """What the workspace reads of a trigger and its turn (the shape ``conversation_until``
-    expects of a trigger: ``.turn.index``)."""
-
-    type: str
-    pass_criteria: str
-    partial_criteria: str
-    fail_criteria: str
-    dialogue_id: int
-    turn: SimpleNamespace
-
-
-@dataclass(frozen=True)
-class _TurnRow:
-    index: int
-    user_message: str
-    assistant_response: str
 
 
 @dataclass(frozen=True)
@@ -234,34 +191,12 @@ class ReplyContext:
 
 
 def reply_context(item: StudyItem) -> ReplyContext:
-    """The trigger (rubric, where it is), the conversation up to it, and the replies of the
-    item's units, in one statement: a UNION ALL of the turns (part 0; the trigger's columns
-    repeat on each turn's row) and the replies (part 1: unit id and reply in the turn columns).
-    Plain SQL: the workspace reads it on every request, and the ORM's composition cost more
-    than the database's work (bench/README.md)."""
-    index = connection.ops.quote_name("index")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT 0 AS part, t.type, t.pass_criteria, t.partial_criteria,"  # noqa: S608
-            f" t.fail_criteria, tu.dialogue_id, tu.{index}, c.{index} AS pos, c.user_message,"
-            " c.assistant_response"
-            f" FROM {Trigger._meta.db_table} t"
-            f" JOIN {Turn._meta.db_table} tu ON tu.id = t.turn_id"
-            f" JOIN {Turn._meta.db_table} c"
-            f"   ON c.dialogue_id = tu.dialogue_id AND c.{index} <= tu.{index}"
-            " WHERE t.id = %s"
-            " UNION ALL"
-            " SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, u.id, u.reply, NULL"
-            f" FROM {EvaluationUnit._meta.db_table} u WHERE u.id IN (%s, %s)"
-            " ORDER BY part, pos",
-            [item.trigger_id, item.unit_id, item.unit_b_id],
-        )
-        rows = cursor.fetchall()
-    turns = [row for row in rows if row[0] == 0]
-    replies = {row[7]: row[8] for row in rows if row[0] == 1}
-    *fields, dialogue_id, turn_index = turns[0][1:7]
-    trigger = TriggerRow(*fields, dialogue_id, SimpleNamespace(index=turn_index))
-    messages = conversation_until(trigger, [_TurnRow(*row[7:]) for row in turns])
+    """The item's trigger, the conversation up to it (as the models saw it) and its replies:
+    one statement (``sql.trigger_conversation_replies``), read on every workspace request."""
+    trigger, turns, replies = sql.trigger_conversation_replies(
+        item.trigger_id, (item.unit_id, item.unit_b_id)
+    )
+    messages = conversation_until(trigger, turns)
     return ReplyContext(trigger, [{"role": m.role, "text": m.content} for m in messages], replies)
 
 

@@ -1,17 +1,35 @@
-"""Plain SQL for the workspace's hot path that is not a plain row read (see core/rows.py
-for those): the rater's lock. Only table names and fixed fragments are formatted into a
-statement; every value is a parameter."""
+"""The annotation hot path's statements that the ORM cannot say, or not in one round trip.
+Everything else reads and writes through the ORM.
+
+- ``rater_lock``: the rater's row lock with the study's status read afresh, and (PostgreSQL)
+  ``set_config`` of the transaction's commit mode in the same statement.
+- ``first_candidate``: the next item to hand out, locked ``FOR UPDATE … SKIP LOCKED``.
+- ``answer_target``: the answered item, locked, with the rater's assignment on it and any
+  answer already stored under the form's idempotency key (an uncorrelated LEFT JOIN).
+- ``trigger_conversation_replies``: a trigger, the conversation up to it and the item's replies
+  (a UNION ALL of two differently shaped reads).
+
+Each returns typed values (model instances exactly as the ORM builds them, through
+``core.rows``, or the dataclasses below); tests/annotation/test_sql.py checks each against the
+equivalent ORM reads. Only table names and fixed fragments are formatted into a statement;
+every value is a parameter.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.db import connection
 
-from annotation.models import Rater, Study
+from annotation.models import Answer, Assignment, AssignmentState, Rater, Study, StudyItem
+from benchmark.models import EvaluationUnit, Trigger, Turn
+from core.rows import columns, fetch_rows, first, load_each
 
 
 def rater_lock(rater: Rater, *, relaxed_commit: bool = False) -> Rater:
     """Take the rater's row lock (never the study's: every rater of a study shares it) and
-    read the study's status afresh under it; the rest of the rater and study as loaded.
+    read the study's status afresh under it into ``rater.study.status``.
 
     ``relaxed_commit`` (PostgreSQL): the transaction's commit will not wait for its WAL to
     reach the disk — for soft state only (a lease), set in the same statement to save a
@@ -29,3 +47,136 @@ def rater_lock(rater: Rater, *, relaxed_commit: bool = False) -> Rater:
         )
         rater.study.status = cursor.fetchone()[0]
     return rater
+
+
+def first_candidate(
+    rater: Rater, now: datetime, *, skipped: list[int], wait: bool
+) -> StudyItem | None:
+    """The first item in hand-out order (a split audit's third place first) that this rater
+    may take — open, never held by them, answers plus running leases below k — with its row
+    locked: on PostgreSQL ``SKIP LOCKED`` unless ``wait``; SQLite's IMMEDIATE transaction
+    already holds the database."""
+    role = ""
+    if not rater.adjudicates:
+        role = "AND NOT i.needs_adjudication"
+    elif not rater.annotates:
+        role = "AND i.needs_adjudication"
+    skip = f"AND i.id NOT IN ({', '.join(['%s'] * len(skipped))})" if skipped else ""
+    lock = ""
+    if connection.features.has_select_for_update:
+        lock = "FOR UPDATE OF i" + ("" if wait else " SKIP LOCKED")
+    sql = f"""
+        SELECT {columns(StudyItem, "i")} FROM {StudyItem._meta.db_table} i
+        WHERE i.study_id = %s AND i.completed_answers < i.required_answers {role} {skip}
+          AND NOT EXISTS (
+            SELECT 1 FROM {Assignment._meta.db_table} mine
+            WHERE mine.item_id = i.id AND mine.rater_id = %s)
+          AND (SELECT COUNT(*) FROM {Assignment._meta.db_table} a
+               WHERE a.item_id = i.id
+                 AND (a.state = %s OR (a.state = %s AND a.lease_expires_at > %s))
+              ) < i.required_answers
+        ORDER BY i.needs_adjudication DESC, i.position
+        LIMIT 1 {lock}"""  # noqa: S608
+    params = [
+        rater.study_id,
+        *skipped,
+        rater.pk,
+        AssignmentState.DONE,
+        AssignmentState.LEASED,
+        connection.ops.adapt_datetimefield_value(now),
+    ]
+    return first(StudyItem, sql, params)
+
+
+@dataclass(frozen=True)
+class AnswerTarget:
+    """The rater's assignment on the answered item (``assignment.item`` loaded, its row
+    locked), and the answer already stored under the form's idempotency key, if any."""
+
+    assignment: Assignment
+    replay_answer_id: int | None
+    replay_rater_id: int | None
+
+
+def answer_target(*, rater_id: int, item_token: str, idempotency_key: str) -> AnswerTarget | None:
+    """One statement: the rater's own assignment on the item with ``item_token`` (None: not
+    theirs), the item, whose row it locks, and any answer stored under ``idempotency_key``. A
+    row locked by SELECT … FOR UPDATE is returned as it is once the lock is taken (PostgreSQL
+    re-reads it if it waited), so the item read here is current."""
+    lock = "FOR UPDATE OF i" if connection.features.has_select_for_update else ""
+    rows = fetch_rows(
+        f"SELECT {columns(Assignment, 'a')}, {columns(StudyItem, 'i')},"  # noqa: S608
+        " p.id, p.rater_id"
+        f" FROM {Assignment._meta.db_table} a"
+        f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
+        " LEFT JOIN ("
+        f"   SELECT an.id, pa.rater_id FROM {Answer._meta.db_table} an"
+        f"   JOIN {Assignment._meta.db_table} pa ON pa.id = an.assignment_id"
+        "    WHERE an.idempotency_key = %s"
+        " ) p ON 1 = 1"
+        f" WHERE i.token = %s AND a.rater_id = %s {lock}",
+        [idempotency_key, item_token, rater_id],
+    )
+    if not rows:
+        return None
+    *row, replay_answer_id, replay_rater_id = rows[0]
+    assignment, item = load_each(row, Assignment, StudyItem)
+    assignment.item = item
+    return AnswerTarget(assignment, replay_answer_id, replay_rater_id)
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    index: int
+    user_message: str
+    assistant_response: str
+
+
+@dataclass(frozen=True)
+class TriggerTurn:
+    index: int
+
+
+@dataclass(frozen=True)
+class TriggerRow:
+    """A trigger's rubric and where it is (the shape ``conversation_until`` reads of a
+    trigger: ``.turn.index``)."""
+
+    type: str
+    pass_criteria: str
+    partial_criteria: str
+    fail_criteria: str
+    dialogue_id: int
+    turn: TriggerTurn
+
+
+def trigger_conversation_replies(
+    trigger_id: int, unit_ids: tuple[int | None, int | None]
+) -> tuple[TriggerRow, list[TurnRow], dict[int, str]]:
+    """The trigger, the dialogue's turns up to and including its turn (in order), and the
+    replies of ``unit_ids`` by unit id, in one statement: a UNION ALL of the turns (part 0;
+    the trigger's columns repeat on each turn's row) and the replies (part 1: unit id and
+    reply in the turn columns)."""
+    index = connection.ops.quote_name("index")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 0 AS part, t.type, t.pass_criteria, t.partial_criteria,"  # noqa: S608
+            f" t.fail_criteria, tu.dialogue_id, tu.{index}, c.{index} AS pos, c.user_message,"
+            " c.assistant_response"
+            f" FROM {Trigger._meta.db_table} t"
+            f" JOIN {Turn._meta.db_table} tu ON tu.id = t.turn_id"
+            f" JOIN {Turn._meta.db_table} c"
+            f"   ON c.dialogue_id = tu.dialogue_id AND c.{index} <= tu.{index}"
+            " WHERE t.id = %s"
+            " UNION ALL"
+            " SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, u.id, u.reply, NULL"
+            f" FROM {EvaluationUnit._meta.db_table} u WHERE u.id IN (%s, %s)"
+            " ORDER BY part, pos",
+            [trigger_id, *unit_ids],
+        )
+        rows = cursor.fetchall()
+    turns = [row for row in rows if row[0] == 0]
+    replies = {row[7]: row[8] for row in rows if row[0] == 1}
+    *fields, dialogue_id, turn_index = turns[0][1:7]
+    trigger = TriggerRow(*fields, dialogue_id, TriggerTurn(turn_index))
+    return trigger, [TurnRow(*row[7:]) for row in turns], replies

@@ -112,8 +112,11 @@ def _prepare(args) -> tuple[int, list[str], int]:
     import django
 
     django.setup()
+    from importlib import import_module
+
     from corpus_import import generate_corpus
     from django.conf import settings
+    from django.conf import settings as django_settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.auth.models import Group, User
 
@@ -132,7 +135,8 @@ def _prepare(args) -> tuple[int, list[str], int]:
         UnitState,
     )
     from core.roles import ANNOTATOR
-    from core.sessions import SessionStore
+
+    SessionStore = import_module(django_settings.SESSION_ENGINE).SessionStore  # noqa: N806
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"

@@ -206,8 +206,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # unless it passes the client's on: then it is the username alone that is throttled.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    # Django's ModelBackend, loading each request's user with one plain statement.
-    "core.auth.ModelBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
@@ -217,8 +216,6 @@ AXES_USERNAME_CALLABLE = "core.login_throttling.throttled_username"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 
-# Django's database sessions, read with one plain statement (core/sessions.py).
-SESSION_ENGINE = "core.sessions"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.db import connection, transaction
+from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from annotation import kinds
+from annotation import kinds, sql
 from annotation.models import (
     Answer,
     Assignment,
@@ -43,8 +44,6 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
-from annotation.sql import rater_lock
-from core.rows import columns, fetch_rows, first, load_each
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
 
@@ -77,39 +76,24 @@ def _lock_item(item_id: int) -> StudyItem:
 
 def _places_taken(item_id: int, now: datetime, *, excluding: int | None = None) -> int:
     """Places taken on the item — done assignments and running leases — ``excluding`` one."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT COUNT(*) FROM {Assignment._meta.db_table}"  # noqa: S608
-            " WHERE item_id = %s AND id <> %s"
-            " AND (state = %s OR (state = %s AND lease_expires_at > %s))",
-            [
-                item_id,
-                -1 if excluding is None else excluding,
-                AssignmentState.DONE,
-                AssignmentState.LEASED,
-                connection.ops.adapt_datetimefield_value(now),
-            ],
+    return (
+        Assignment.objects.filter(item_id=item_id)
+        .exclude(pk=excluding)
+        .filter(
+            Q(state=AssignmentState.DONE)
+            | Q(state=AssignmentState.LEASED, lease_expires_at__gt=now)
         )
-        return cursor.fetchone()[0]
-
-
-def _leased(rater: Rater, *, latest_only: bool = False) -> list[Assignment]:
-    """The rater's leased assignments, latest first, each with its item: one plain statement.
-    Every answer and workspace request asks, and the ORM's join cost more to compose than to
-    run (see ``_first_candidate``)."""
-    rows = fetch_rows(
-        f"SELECT {columns(Assignment, 'a')}, {columns(StudyItem, 'i')}"  # noqa: S608
-        f" FROM {Assignment._meta.db_table} a"
-        f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
-        " WHERE a.rater_id = %s AND a.state = %s"
-        f" ORDER BY a.leased_at DESC, a.id DESC{' LIMIT 1' if latest_only else ''}",
-        [rater.pk, AssignmentState.LEASED],
+        .count()
     )
-    held = []
-    for row in rows:
-        assignment, assignment.item = load_each(row, Assignment, StudyItem)
-        held.append(assignment)
-    return held
+
+
+def _leased(rater: Rater) -> QuerySet[Assignment]:
+    """The rater's leased assignments, latest first, each with its item."""
+    return (
+        Assignment.objects.select_related("item")
+        .filter(rater=rater, state=AssignmentState.LEASED)
+        .order_by("-leased_at", "-id")
+    )
 
 
 def _lease(study: Study) -> timedelta:
@@ -128,48 +112,6 @@ def _renew(assignment: Assignment, study: Study, now: datetime) -> Assignment:
     return assignment
 
 
-def _first_candidate(
-    rater: Rater, now: datetime, *, skipped: list[int], wait: bool
-) -> StudyItem | None:
-    """The first item in hand-out order (a split audit's third place first) that this rater
-    may take — open, never held by them, answers plus running leases below k — with its row
-    locked: on PostgreSQL ``SKIP LOCKED`` unless ``wait``; SQLite's IMMEDIATE transaction
-    already holds the database. One statement, written as SQL: Django spent more time composing
-    the equivalent queryset (a NOT EXISTS, a counting subquery) than the database spent running
-    it, and this runs on every answer (bench/README.md, the annotation load benchmark)."""
-    role = ""
-    if not rater.adjudicates:
-        role = "AND NOT i.needs_adjudication"
-    elif not rater.annotates:
-        role = "AND i.needs_adjudication"
-    skip = f"AND i.id NOT IN ({', '.join(['%s'] * len(skipped))})" if skipped else ""
-    lock = ""
-    if connection.features.has_select_for_update:
-        lock = "FOR UPDATE OF i" + ("" if wait else " SKIP LOCKED")
-    # Only table names and fixed fragments are formatted in; every value is a parameter.
-    sql = f"""
-        SELECT {columns(StudyItem, "i")} FROM {StudyItem._meta.db_table} i
-        WHERE i.study_id = %s AND i.completed_answers < i.required_answers {role} {skip}
-          AND NOT EXISTS (
-            SELECT 1 FROM {Assignment._meta.db_table} mine
-            WHERE mine.item_id = i.id AND mine.rater_id = %s)
-          AND (SELECT COUNT(*) FROM {Assignment._meta.db_table} a
-               WHERE a.item_id = i.id
-                 AND (a.state = %s OR (a.state = %s AND a.lease_expires_at > %s))
-              ) < i.required_answers
-        ORDER BY i.needs_adjudication DESC, i.position
-        LIMIT 1 {lock}"""  # noqa: S608
-    params = [
-        rater.study_id,
-        *skipped,
-        rater.pk,
-        AssignmentState.DONE,
-        AssignmentState.LEASED,
-        connection.ops.adapt_datetimefield_value(now),
-    ]
-    return first(StudyItem, sql, params)
-
-
 def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assignment:
     """A new assignment; ``holders`` (the places already taken) is the new rater's slot, which
     the kind's display rotates the side order by."""
@@ -182,7 +124,6 @@ def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assi
         leased_at=now,
         lease_expires_at=now + _lease(rater.study),
     )
-    assignment.fresh = True  # never answered: nothing to refill the form from
     return assignment
 
 
@@ -201,7 +142,7 @@ def _hand_out_in_transaction(rater: Rater, now: datetime) -> Assignment | None:
     with transaction.atomic():
         # A lease is soft state: should the server crash within the commit delay, the worst
         # case is an item handed out again. Answers stay synchronously committed.
-        return _hand_out(rater_lock(rater, relaxed_commit=True), now)
+        return _hand_out(sql.rater_lock(rater, relaxed_commit=True), now)
 
 
 def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
@@ -221,7 +162,7 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
         return None
     skipped: list[int] = []
     while True:
-        item = _first_candidate(rater, now, skipped=skipped, wait=False)
+        item = sql.first_candidate(rater, now, skipped=skipped, wait=False)
         if item is None:
             # Nothing unlocked. An item another rater's transaction holds at this instant
             # may still have room for this rater once that commits: wait for the first such
@@ -229,7 +170,7 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
             # another item's lock (a lapsed lease's, above): two such waits could deadlock.
             if holds_an_item_lock:
                 return None
-            item = _first_candidate(rater, now, skipped=skipped, wait=True)
+            item = sql.first_candidate(rater, now, skipped=skipped, wait=True)
             if item is None:
                 return None
         # Counted again now that the row is locked: the statement that locked it counted with
@@ -242,7 +183,7 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
 
 def assignment_current(*, rater: Rater) -> Assignment | None:
     """What the rater is on right now, without handing anything out (a page load)."""
-    return next(iter(_leased(rater, latest_only=True)), None)
+    return _leased(rater).first()
 
 
 def _time_on_item(elapsed_ms: int | None, assignment: Assignment, now: datetime) -> float:
@@ -272,7 +213,7 @@ def answer_submit(
     now = now or timezone.now()
     with transaction.atomic():
         result = _store_answer(
-            rater_lock(rater), item_token, answer, idempotency_key, elapsed_ms, now
+            sql.rater_lock(rater), item_token, answer, idempotency_key, elapsed_ms, now
         )
     if hand_out_next:
         result.following = _hand_out_in_transaction(rater, now)
@@ -287,39 +228,22 @@ def _store_answer(
     elapsed_ms: int | None,
     now: datetime,
 ) -> SubmitResult:
-    """The body of ``answer_submit``; the caller holds the rater's row lock.
-
-    One statement reads the rater's own assignment on the item (none: not theirs), the item,
-    whose row it locks, and any answer already stored under this idempotency key (a replay;
-    the uncorrelated LEFT JOIN adds its id and rater to the row). A row locked by SELECT … FOR
-    UPDATE is returned as it is once the lock is taken (PostgreSQL re-reads it if it waited),
-    so the item read here is current; so is the assignment, whose state only ever changes
-    under its rater's lock, which this transaction holds."""
-    lock = "FOR UPDATE OF i" if connection.features.has_select_for_update else ""
-    rows = fetch_rows(
-        f"SELECT {columns(Assignment, 'a')}, {columns(StudyItem, 'i')},"  # noqa: S608
-        " p.id, p.rater_id"
-        f" FROM {Assignment._meta.db_table} a"
-        f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
-        " LEFT JOIN ("
-        f"   SELECT an.id, pa.rater_id FROM {Answer._meta.db_table} an"
-        f"   JOIN {Assignment._meta.db_table} pa ON pa.id = an.assignment_id"
-        "    WHERE an.idempotency_key = %s"
-        " ) p ON 1 = 1"
-        f" WHERE i.token = %s AND a.rater_id = %s {lock}",
-        [idempotency_key, item_token, rater.pk],
+    """The body of ``answer_submit``; the caller holds the rater's row lock. The assignment
+    read with the item's lock is current: its state only ever changes under its rater's lock,
+    which this transaction holds."""
+    target = sql.answer_target(
+        rater_id=rater.pk, item_token=item_token, idempotency_key=idempotency_key
     )
-    if not rows:
+    if target is None:
         raise AnswerRejected("this item is not yours")
-    *row, previous_id, previous_rater = rows[0]
-    if previous_id is not None:
-        if previous_rater != rater.pk:
+    if target.replay_answer_id is not None:
+        if target.replay_rater_id != rater.pk:
             raise AnswerRejected("this form was submitted by someone else")
-        return SubmitResult(Answer.objects.get(pk=previous_id), replayed=True)
+        return SubmitResult(Answer.objects.get(pk=target.replay_answer_id), replayed=True)
     if rater.study.status != StudyStatus.OPEN:
         raise AnswerRejected("this study is closed")
-    assignment, item = load_each(row, Assignment, StudyItem)
-    assignment.item = item
+    assignment = target.assignment
+    item = assignment.item
     if assignment.state == AssignmentState.DONE:
         live = assignment.answers.get(retracted_at__isnull=True)
         return SubmitResult(live, replayed=True)
@@ -357,7 +281,7 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
     (returned, to be shown again). None when there is nothing to undo."""
     now = now or timezone.now()
     with transaction.atomic():
-        rater = rater_lock(rater)
+        rater = sql.rater_lock(rater)
         if rater.study.status != StudyStatus.OPEN:
             return None
         last = (
@@ -374,8 +298,8 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
             retracted_at=now, retraction_reason=RetractionReason.UNDO
         )
         assignment = answer.assignment
-        assignment.completed_at = None
-        Assignment.objects.filter(pk=assignment.pk).update(completed_at=None)
+        assignment.completed_at, assignment.reopened = None, True
+        Assignment.objects.filter(pk=assignment.pk).update(completed_at=None, reopened=True)
         _renew(assignment, rater.study, now)
         item.completed_answers -= 1
         _item_changed(item, rater.study, now)

@@ -61,6 +61,7 @@ from benchmark.models import (
 )
 from benchmark.providers.base import ChatProvider, ChatRequest, ChatResult, ProviderError
 from benchmark.providers.factory import provider_for
+from benchmark.sql import units_update_owned
 
 logger = logging.getLogger(__name__)
 
@@ -570,25 +571,13 @@ class _Batch:
             pk__in=self.unit_ids, claim_token=self.token, state=UnitState.RUNNING
         )
 
-    def _update_owned(self, assignments: str, rows: list[tuple]) -> None:
-        """``UPDATE unit SET <assignments> WHERE it is still ours``, once per row, as one
-        executemany (a single pipelined round trip on PostgreSQL). ``bulk_update`` would build
-        a CASE expression per row and field, which cost more CPU than the calls it recorded."""
-        table = connection.ops.quote_name(EvaluationUnit._meta.db_table)
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                f"UPDATE {table} SET {assignments} "  # noqa: S608 (constant SQL, values bound)
-                "WHERE id = %s AND claim_token = %s AND state = %s",
-                [(*row, self.token, UnitState.RUNNING) for row in rows],
-            )
-
     def _flush(self) -> None:
         """The batch's pending writes, a statement or two each, in dependency order."""
         if self.replies:
-            self._update_owned(
-                "reply = %s, input_tokens = %s, output_tokens = %s, reasoning_tokens = %s, "
-                "latency_s = %s",
-                [
+            units_update_owned(
+                fields=("reply", "input_tokens", "output_tokens", "reasoning_tokens", "latency_s"),
+                claim_token=self.token,
+                rows=[
                     (
                         u.reply,
                         u.input_tokens,
@@ -615,9 +604,10 @@ class _Batch:
             self.done = []
         if self.errored:
             finished = connection.ops.adapt_datetimefield_value(timezone.now())
-            self._update_owned(
-                "state = %s, error = %s, finished_at = %s",
-                [(UnitState.ERROR, u.error, finished, u.pk) for u in self.errored],
+            units_update_owned(
+                fields=("state", "error", "finished_at"),
+                claim_token=self.token,
+                rows=[(UnitState.ERROR, u.error, finished, u.pk) for u in self.errored],
             )
             self.errored = []
         if self.handed_back:

@@ -1,0 +1,137 @@
+"""annotation/sql.py says in SQL what the ORM cannot say in one round trip: each statement must
+find exactly what the equivalent ORM reads find, on this database."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from annotation import sql
+from annotation.models import Answer, Assignment, AssignmentState, Rater, StudyItem
+from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
+from benchmark.models import EvaluationUnit, Turn
+from tests.annotation.conftest import rater
+
+pytestmark = pytest.mark.django_db
+
+
+def _candidate_by_orm(r: Rater, now, skipped: list[int]) -> StudyItem | None:
+    taken = (
+        Assignment.objects.filter(item=OuterRef("pk"))
+        .filter(
+            Q(state=AssignmentState.DONE)
+            | Q(state=AssignmentState.LEASED, lease_expires_at__gt=now)
+        )
+        .values("item")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    items = (
+        StudyItem.objects.filter(study_id=r.study_id, completed_answers__lt=F("required_answers"))
+        .exclude(pk__in=skipped)
+        .exclude(Exists(Assignment.objects.filter(item=OuterRef("pk"), rater=r)))
+        .annotate(taken=Coalesce(Subquery(taken), 0))
+        .filter(taken__lt=F("required_answers"))
+    )
+    if not r.adjudicates:
+        items = items.filter(needs_adjudication=False)
+    elif not r.annotates:
+        items = items.filter(needs_adjudication=True)
+    return items.order_by("-needs_adjudication", "position").first()
+
+
+def _fields(instance) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+
+
+def test_the_first_candidate_is_the_orms_as_items_fill_and_leases_lapse(make_study):
+    study = make_study("pairwise", n_annotators=3, overlap=2)
+    raters = [rater(study, r.user) for r in study.raters.all()]
+    now = timezone.now()
+    compared = 0
+    for step in range(12):
+        for r in raters:
+            for skipped in ([], [StudyItem.objects.filter(study=study).first().pk]):
+                with transaction.atomic():
+                    ours = sql.first_candidate(r, now, skipped=skipped, wait=True)
+                    orm = _candidate_by_orm(r, now, skipped)
+                assert (ours and _fields(ours)) == (orm and _fields(orm)), (step, r.pk)
+                compared += ours is not None
+        # Move on: one rater takes an item; every third step a lease runs out.
+        holder = raters[step % len(raters)]
+        held = assignment_next(rater=holder, now=now)
+        if held is not None and step % 3 == 0:
+            Assignment.objects.filter(pk=held.pk).update(lease_expires_at=now - timedelta(1))
+        elif held is not None:
+            answer_submit(
+                rater=holder,
+                item_token=held.item.token,
+                answer=AnswerInput(label="A", confidence=3),
+                idempotency_key=f"key-{step}-{holder.pk}",
+                now=now,
+            )
+    assert compared > 20
+
+
+def test_the_answer_target_is_the_raters_assignment_and_any_replay(make_study, make_annotators):
+    study = make_study("pairwise")
+    one, two = (rater(study, r.user) for r in study.raters.all())
+    held = assignment_next(rater=one)
+    with transaction.atomic():
+        target = sql.answer_target(
+            rater_id=one.pk, item_token=held.item.token, idempotency_key="fresh-key-1"
+        )
+    assert _fields(target.assignment) == _fields(Assignment.objects.get(pk=held.pk))
+    assert _fields(target.assignment.item) == _fields(StudyItem.objects.get(pk=held.item_id))
+    assert (target.replay_answer_id, target.replay_rater_id) == (None, None)
+    # Not the rater's item: nothing.
+    with transaction.atomic():
+        assert (
+            sql.answer_target(
+                rater_id=two.pk, item_token=held.item.token, idempotency_key="fresh-key-1"
+            )
+            is None
+        )
+    answer_submit(
+        rater=one,
+        item_token=held.item.token,
+        answer=AnswerInput(label="B", confidence=2),
+        idempotency_key="used-key-1",
+    )
+    stored = Answer.objects.get(idempotency_key="used-key-1")
+    with transaction.atomic():
+        replay = sql.answer_target(
+            rater_id=one.pk, item_token=held.item.token, idempotency_key="used-key-1"
+        )
+    assert (replay.replay_answer_id, replay.replay_rater_id) == (stored.pk, one.pk)
+
+
+def test_the_trigger_conversation_and_replies_are_the_orms(make_study):
+    study = make_study("pairwise")
+    for item in study.items.select_related("trigger__turn"):
+        trigger, turns, replies = sql.trigger_conversation_replies(
+            item.trigger_id, (item.unit_id, item.unit_b_id)
+        )
+        turn = item.trigger.turn
+        assert (trigger.type, trigger.pass_criteria, trigger.partial_criteria) == (
+            item.trigger.type,
+            item.trigger.pass_criteria,
+            item.trigger.partial_criteria,
+        )
+        assert (trigger.fail_criteria, trigger.dialogue_id, trigger.turn.index) == (
+            item.trigger.fail_criteria,
+            turn.dialogue_id,
+            turn.index,
+        )
+        expected = Turn.objects.filter(dialogue_id=turn.dialogue_id, index__lte=turn.index)
+        assert [(t.index, t.user_message, t.assistant_response) for t in turns] == list(
+            expected.order_by("index").values_list("index", "user_message", "assistant_response")
+        )
+        assert replies == dict(
+            EvaluationUnit.objects.filter(pk__in=[item.unit_id, item.unit_b_id]).values_list(
+                "pk", "reply"
+            )
+        )
