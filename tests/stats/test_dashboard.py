@@ -13,9 +13,10 @@ from benchmark.corpus.importer import corpus_import
 from benchmark.models import TriggerType
 from benchmark.vocabulary import FAILURE_MODES
 from stats import charts
-from stats.dashboard import failure_mode_chart, preference_chart
 from stats.models import ExternalBenchmarkScore
 from stats.tables import Table
+from stats.tables.failure_modes import failure_mode_chart
+from stats.tables.preference import preference_chart
 from tests.factories import jsonl_bytes, records_for, stream
 from tests.stats.conftest import answer_next, create_study, exclude, rater_of
 
@@ -132,7 +133,7 @@ def test_failure_mode_and_preference_charts_from_their_tables():
     table = Table(
         "failure-modes", "", (), [{"model": "m", **{f"share_{k}": v for k, v in shares.items()}}]
     )
-    chart = failure_mode_chart(table)
+    (chart,) = failure_mode_chart(table)
     rects = [s for s in chart.shapes if s.kind == "rect"]
     assert [round(r.w / rects[0].w, 6) for r in rects] == [1.0, 3.0]  # 25 % then 75 %
     assert rects[1].x == pytest.approx(rects[0].x + rects[0].w)
@@ -159,7 +160,7 @@ def test_failure_mode_and_preference_charts_from_their_tables():
             "bootstrap_high": 0.95,
         },
     ]
-    chart = preference_chart(Table("preference", "", (), rows))
+    (chart,) = preference_chart(Table("preference", "", (), rows))
     labels = [s.text for s in chart.shapes if s.css == "label"]
     assert labels == ["All items", "Vanilla judged Pass"]
 
