@@ -62,6 +62,31 @@ def test_annotators_and_outsiders_get_404_and_the_anonymous_are_refused(
         assert client_for(user).get(url).status_code == 404
 
 
+@pytest.mark.parametrize("spec", tables.all_specs(), ids=lambda spec: spec.name)
+def test_every_registered_table_for_each_role(
+    demo_run, client, client_for, annotator, outsider, researcher, spec
+):
+    """One route serves every table: the anonymous are refused, annotators and outsiders get
+    404, researchers the table — or, for a study table without ?study=, a 400 that says how to
+    choose one."""
+    url = _url(spec.name)
+    assert client.get(url).status_code in (401, 403)
+    for user in (annotator, outsider):
+        assert client_for(user).get(url).status_code == 404
+    response = client_for(researcher).get(url)
+    if spec.needs == tables.RUN:
+        assert response.status_code == 200 and response.json()["table"] == spec.name
+    else:
+        assert response.status_code == 400
+        assert f"the {spec.name} table reads a human study" in response.json()["detail"]
+
+
+def test_an_unknown_table_is_404_naming_the_tables(db, client_for, researcher):
+    response = client_for(researcher).get(_url("nope"))
+    assert response.status_code == 404
+    assert "unknown table 'nope' (one of leaderboard, " in response.json()["detail"]
+
+
 def test_token_auth_for_scripts(demo_run, client, researcher, annotator):
     token = Token.objects.create(user=researcher)
     response = client.get(_url("leaderboard"), HTTP_AUTHORIZATION=f"Token {token.key}")
