@@ -282,6 +282,8 @@ SPECTACULAR_SETTINGS = {
     # loads Google Fonts.)
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # One statistics operation per registered table, though one route serves them all.
+    "PREPROCESSING_HOOKS": ["stats.api.table_operations"],
 }
 
 LOGGING = {

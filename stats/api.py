@@ -1,7 +1,8 @@
-"""REST API for researchers: every statistics table as JSON or CSV, and the raw exports as
-streamed CSV or JSONL. Session auth (the browser) or token auth (scripts: ``Authorization:
-Token <key>``, keys from ``manage.py drf_create_token USER`` or the admin). Researchers and
-admins only; anyone else who is logged in gets 404, as on the staff pages.
+"""REST API for researchers: every registered statistics table (``stats.tables``) as JSON or
+CSV, and the raw exports as streamed CSV or JSONL. Session auth (the browser) or token auth
+(scripts: ``Authorization: Token <key>``, keys from ``manage.py drf_create_token USER`` or the
+admin). Researchers and admins only; anyone else who is logged in gets 404, as on the staff
+pages.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ class TableQuerySerializer(serializers.Serializer):
     )
     study = serializers.IntegerField(
         required=False,
-        help_text="Annotation study id: what the human-study tables read (human-agreement, "
-        "preference, preference-raters, failure-modes).",
+        help_text="Annotation study id: what the human-study tables read ("
+        + ", ".join(spec.name for spec in tables.all_specs() if spec.needs == tables.STUDY)
+        + ").",
     )
     include_excluded = serializers.BooleanField(
         required=False,
@@ -104,22 +106,27 @@ class TableQuerySerializer(serializers.Serializer):
 
 
 class TableView(APIView):
-    """One statistics table; subclassed once per table below (so each has its own schema)."""
+    """Any registered table, looked up by name when asked for: a table registered after the
+    URLconf was built is served too. The schema still has one operation per table
+    (``table_operations``)."""
 
     permission_classes = [IsStaffLike]
     renderer_classes = [JSONRenderer, TableCSVRenderer]
-    table_name = ""
 
-    def get(self, request):
+    def get(self, request, name: str):
+        try:
+            tables.get(name)
+        except tables.UnknownTable as exc:
+            raise NotFound(str(exc)) from exc
         query = TableQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         try:
-            table = selectors.stats_table(self.table_name, query.to_request())
+            table = selectors.stats_table(name, query.to_request())
         except selectors.StatsInputError as exc:
             raise ParseError(str(exc)) from exc
         response = Response(table.as_json())
         if getattr(request.accepted_renderer, "format", "") == "csv":
-            response["Content-Disposition"] = f'attachment; filename="{self.table_name}.csv"'
+            response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
         return response
 
 
@@ -163,9 +170,12 @@ def _response_schema(spec: tables.TableSpec):
     )
 
 
-def _table_view(spec: tables.TableSpec) -> type[TableView]:
+def _schema_view(spec: tables.TableSpec):
+    """``spec``'s operation, for the schema generator only: no URL routes to it (requests reach
+    ``TableView``, to which its ``get`` delegates)."""
+
     def get(self, request):  # a function of its own, so that each table has its own schema
-        return TableView.get(self, request)
+        return TableView.get(self, request, spec.name)
 
     get = extend_schema(
         operation_id=f"table_{spec.name.replace('-', '_')}",
@@ -183,10 +193,28 @@ def _table_view(spec: tables.TableSpec) -> type[TableView]:
         tags=["statistics"],
     )(get)
     name = f"{spec.name.title().replace('-', '')}TableView"
-    return type(name, (TableView,), {"table_name": spec.name, "get": get})
+    return type(name, (TableView,), {"get": get}).as_view()
 
 
-TABLE_VIEWS = {name: _table_view(spec) for name, spec in tables.SPECS.items()}
+def table_operations(endpoints):
+    """drf-spectacular preprocessing hook (``SPECTACULAR_SETTINGS["PREPROCESSING_HOOKS"]``): the
+    one ``tables/<name>/`` route becomes one operation per registered table, each with its own
+    path, summary and row schema — read from the registry whenever the schema is made."""
+    out = []
+    for path, path_regex, method, callback in endpoints:
+        if getattr(callback, "cls", None) is not TableView:
+            out.append((path, path_regex, method, callback))
+            continue
+        for spec in tables.all_specs():
+            out.append(
+                (
+                    path.replace("{name}", spec.name),
+                    path_regex.replace("<slug:name>", spec.name),
+                    method,
+                    _schema_view(spec),
+                )
+            )
+    return out
 
 
 class AnyMediaRenderer(JSONRenderer):

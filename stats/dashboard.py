@@ -1,33 +1,108 @@
-"""What the researcher dashboard shows for one set of filters: each panel's table, its chart
-and the CSV link (the REST API's, so the page and scripts get the very same numbers)."""
+"""What the researcher dashboard shows for one set of filters: a panel per registered table with
+a display — the run's tables when there is a run, and with a study the tables that read its kind
+— each with its rows drawn as the table's ``Display`` says, its charts and the CSV / JSON links
+(the REST API's, so the page and scripts get the very same numbers)."""
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from benchmark.vocabulary import FAILURE_MODES
-from stats import charts, selectors, studies
-from stats.compute.leaderboard import ALL, TYPE_ORDER
+from stats import charts, selectors, studies, tables
 from stats.exports import RAW_EXPORTS
-from stats.tables import Table
+from stats.templatetags.stats_format import formatted, missing
 
-PHASES = [(t, f"phase-{t.lower()}") for t in TYPE_ORDER]
-FAILURE_MODE_STYLE = [
-    (m, m.replace("_", " ").capitalize(), f"mode-{i}") for i, m in enumerate(FAILURE_MODES)
-]
+
+@dataclass(frozen=True)
+class Part:
+    """A piece of a table cell: plain text, bold, or a span with a class (muted, a badge)."""
+
+    text: str
+    css: str = ""
+    title: str = ""
+    strong: bool = False
+
+
+@dataclass(frozen=True)
+class PanelRow:
+    css: str
+    cells: list[list[Part]]
 
 
 @dataclass
 class Panel:
-    name: str
-    table: Table | None = None
+    spec: tables.TableSpec
+    table: tables.Table | None = None
+    rows: list[PanelRow] = field(default_factory=list)
     charts: list[charts.Chart] = field(default_factory=list)
     csv_url: str = ""
     json_url: str = ""
     error: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def display(self) -> tables.Display:
+        assert self.spec.display is not None  # only tables with a display get a panel
+        return self.spec.display
+
+
+class _RowFormatter(string.Formatter):
+    """``str.format`` over a row where a field's spec names a cell format and its digits:
+    ``{coverage:pct}``, ``{slope:num2}``, ``{kendall_p:pvalue}``."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        name = format_spec.rstrip("0123456789")
+        digits = format_spec[len(name) :]
+        return formatted(value, name or "text", int(digits) if digits else None)
+
+
+ROW_FORMATTER = _RowFormatter()
+
+
+def _cell(cell: tables.Cell, row: dict[str, Any], overall: bool) -> list[Part]:
+    if overall and cell.overall:
+        return [Part(formatted(row.get(cell.overall)), strong=True)]
+    parts = []
+    if cell.column:
+        value = row.get(cell.column)
+        if cell.fallback and missing(value):
+            value = row.get(cell.fallback)
+        text = formatted(value, cell.format, cell.digits)
+        if cell.also:
+            text += f" ({formatted(row.get(cell.also))})"
+        css = f"badge trigger-{str(value).lower()}" if cell.format == "trigger" else ""
+        parts.append(Part(text, css=css))
+    if cell.ci:
+        low, high = (formatted(row.get(c), cell.format, cell.digits) for c in cell.ci)
+        # Beside a value the interval is secondary; alone it is the cell's value.
+        parts.append(Part(f"[{low}, {high}]", css="muted" if parts else ""))
+    aside = cell.aside
+    if aside is not None and aside.when(row):
+        text = ROW_FORMATTER.vformat(aside.text, (), row)
+        parts.append(Part(text, css="badge warn" if aside.badge else "muted", title=aside.title))
+    return parts
+
+
+def panel_rows(display: tables.Display, table: tables.Table) -> list[PanelRow]:
+    """Each row of ``table`` as the cells ``display`` declares."""
+    out = []
+    for row in table.rows:
+        row = {**row, **{name: derive(row) for name, derive in display.derive.items()}}
+        overall = display.overall is not None and row.get(display.overall[0]) == display.overall[1]
+        out.append(
+            PanelRow(
+                css="overall" if overall else display.row_class,
+                cells=[_cell(cell, row, overall) for cell in display.cells],
+            )
+        )
+    return out
 
 
 def _query(request: selectors.TableRequest) -> dict:
@@ -41,119 +116,40 @@ def _query(request: selectors.TableRequest) -> dict:
     return query
 
 
-def _panel(name: str, request: selectors.TableRequest) -> Panel:
-    url = reverse(f"stats_api:table-{name}")
+def _panel(spec: tables.TableSpec, request: selectors.TableRequest) -> Panel:
+    url = reverse("stats_api:table", args=[spec.name])
     query = _query(request)
     panel = Panel(
-        name=name,
+        spec=spec,
         csv_url=f"{url}?{urlencode({**query, 'format': 'csv'})}",
         json_url=f"{url}?{urlencode(query)}",
     )
     try:
-        panel.table = selectors.stats_table(name, request)
+        panel.table = selectors.stats_table(spec.name, request)
     except selectors.StatsInputError as exc:
         panel.error = str(exc)
+        return panel
+    panel.rows = panel_rows(panel.display, panel.table)
+    if spec.charts is not None and panel.table.rows:
+        panel.charts = spec.charts(panel.table)
     return panel
-
-
-def _label(row: dict) -> str:
-    return row.get("model_display") or row["model"]
-
-
-def leaderboard_charts(table: Table) -> list[charts.Chart]:
-    overall = [r for r in table.rows if r["trigger_type"] == ALL]
-    by_model: dict[str, list] = {}
-    for row in table.rows:
-        if row["trigger_type"] != ALL:
-            by_model.setdefault(_label(row), []).append(
-                (row["trigger_type"], row["pass_rate"], row["pass_ci_low"], row["pass_ci_high"])
-            )
-    return [
-        charts.ci_bars(
-            [(_label(r), r["pass_rate"], r["pass_ci_low"], r["pass_ci_high"]) for r in overall],
-            title="Pass rate, all triggers (95% bootstrap CI)",
-        ),
-        charts.ci_bars(
-            [
-                (_label(r), r["weighted_score"], r["weighted_ci_low"], r["weighted_ci_high"])
-                for r in overall
-            ],
-            title="Weighted score (Pass 1, Partial 0.5, Fail 0)",
-            css="bar alt",
-        ),
-        charts.grouped_ci_bars(
-            list(by_model.items()), title="Pass rate by phase (trigger type)", series=PHASES
-        ),
-    ]
-
-
-def style_chart(table: Table) -> charts.Chart:
-    return charts.scatter(
-        [
-            (_label(r), r["pass_rate"], r["slope"], r["slope_ci_low"], r["slope_ci_high"])
-            for r in table.rows
-        ],
-        title="Style sensitivity: b_m against pass rate (1 = tracks style difficulty)",
-        x_label="pass rate",
-        y_label="b_m",
-        reference_y=1.0,
-    )
-
-
-def failure_mode_chart(table: Table) -> charts.Chart:
-    return charts.stacked_shares(
-        [(r["model"], [(m, r[f"share_{m}"]) for m in FAILURE_MODES]) for r in table.rows],
-        title="Failure modes of failed replies",
-        categories=FAILURE_MODE_STYLE,
-    )
-
-
-def preference_chart(table: Table) -> charts.Chart:
-    rows = [r for r in table.rows if r["raters"] == "all"]
-    return charts.ci_bars(
-        [
-            (
-                "All items" if r["stratum"] == ALL else f"Vanilla judged {r['stratum'].title()}",
-                r["injected_rate"],
-                r["bootstrap_low"],
-                r["bootstrap_high"],
-            )
-            for r in rows
-        ],
-        title="Prefer the rubric-injected reply (ties excluded; item-clustered 95% CI)",
-        reference=0.5,
-    )
-
-
-RUN_PANELS = (
-    "leaderboard",
-    "judge-agreement",
-    "style-sensitivity",
-    "disclosure-distance",
-    "benchmark-correlation",
-)
-STUDY_PANELS = ("preference", "preference-raters", "failure-modes", "human-agreement")
 
 
 def dashboard_panels(
     request: selectors.TableRequest, *, study_kind: str | None = None
 ) -> dict[str, Panel]:
-    """Every panel for these filters: the run's (when there is a run) and, with a study of
-    ``study_kind``, those of the tables that read its kind."""
-    names = list(RUN_PANELS) if request.run is not None else []
-    if request.study is not None and study_kind is not None:
-        names += [n for n in STUDY_PANELS if n in studies.tables_for_kind(study_kind)]
-    panels = {name: _panel(name, request) for name in names}
-    chart_makers = {
-        "leaderboard": leaderboard_charts,
-        "style-sensitivity": lambda t: [style_chart(t)],
-        "failure-modes": lambda t: [failure_mode_chart(t)],
-        "preference": lambda t: [preference_chart(t)],
-    }
-    for name, make in chart_makers.items():
-        panel = panels.get(name)
-        if panel is not None and panel.table is not None and panel.table.rows:
-            panel.charts = make(panel.table)
+    """Every panel for these filters, by table name in the registry's order: the run tables'
+    (when there is a run) and, with a study of ``study_kind``, those of the tables that read its
+    kind. Tables without a display have no panel."""
+    read = studies.tables_for_kind(study_kind) if request.study is not None and study_kind else ()
+    panels = {}
+    for spec in tables.all_specs():
+        if spec.display is None:
+            continue
+        if (spec.needs == tables.RUN and request.run is not None) or (
+            spec.needs == tables.STUDY and spec.name in read
+        ):
+            panels[spec.name] = _panel(spec, request)
     return panels
 
 

@@ -1,5 +1,7 @@
 """Read side of the statistics: fetch a run's verdicts (and the corpus facts they need) in a
-fixed, small number of queries, hand NumPy arrays to ``stats.compute``, and return ``Table``s.
+fixed, small number of queries, as NumPy arrays for ``stats.compute``. The tables themselves
+(what they compute from these, their columns) are declared in ``stats.tables``, one module each;
+``stats_table`` is the entry point that builds one.
 
 The verdict source is chosen per request (``VerdictSource``): the run's primary judge, a named
 judge, or *adjudicated* — a person's final verdict (``JudgeDisagreement.final_verdict``) where
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -31,21 +33,15 @@ from benchmark.models import (
     ModelEndpoint,
     RunStatus,
     Trigger,
-    TriggerType,
 )
 from benchmark.vocabulary import VERDICT_CODES
-from stats import release_files, studies, tables
-from stats.compute import agreement
-from stats.compute.correlation import benchmark_correlations
-from stats.compute.disclosure import disclosure_distance_table
-from stats.compute.failure_modes import failure_mode_table
-from stats.compute.human import human_agreement_table
-from stats.compute.leaderboard import ALL, TYPE_ORDER, leaderboard, score_matrix
-from stats.compute.preference import preference_by_annotator, preference_table
+from stats import release_files, studies
 from stats.compute.resampling import DEFAULT_SEED
-from stats.compute.style import style_sensitivity
 from stats.interfaces import FailureModeLabels, LabelMatrix, PreferenceJudgements
 from stats.models import ExternalBenchmarkScore
+
+if TYPE_CHECKING:
+    from stats.tables import Table
 
 
 class StatsInputError(ValueError):
@@ -212,42 +208,23 @@ def run_replies(*, run: EvaluationRun, verdicts: VerdictSource, condition: str) 
     return replies
 
 
-def _require_run(request: TableRequest) -> EvaluationRun:
+def require_run(request: TableRequest) -> EvaluationRun:
     if request.run is None:
         raise StatsInputError("no evaluation run yet: run or import one first")
     return request.run
 
 
-def _replies(request: TableRequest) -> RunReplies:
+def replies_for(request: TableRequest) -> RunReplies:
+    """``run_replies`` for the request's run, verdict source and condition, read once however
+    many tables of the request use them."""
     if "replies" not in request.cache:
         request.cache["replies"] = run_replies(
-            run=_require_run(request), verdicts=request.verdicts, condition=request.condition
+            run=require_run(request), verdicts=request.verdicts, condition=request.condition
         )
     return request.cache["replies"]
 
 
-# --- Run tables -------------------------------------------------------------------------------
-
-
-def leaderboard_table(request: TableRequest) -> tables.Table:
-    replies = _replies(request)
-    rows = leaderboard(
-        models=replies.model,
-        trigger_types=replies.trigger_type,
-        clusters=replies.trigger_id,
-        verdicts=replies.verdict,
-        seed=request.seed,
-    )
-    return _table(
-        "leaderboard",
-        request,
-        tables.leaderboard_rows(
-            rows,
-            display=replies.display,
-            condition=str(request.condition),
-            verdicts=request.verdicts.label,
-        ),
-    )
+# --- Judges, anchors and external benchmarks of a run -----------------------------------------
 
 
 def judge_matrix(
@@ -268,118 +245,6 @@ def judge_matrix(
         _verdicts_into(replies.unit_id, by_judge[name], column)
         matrix[:, j] = column
     return judges, matrix
-
-
-def judge_agreement_table(request: TableRequest) -> tables.Table:
-    run = _require_run(request)
-    replies = _replies(request)  # the units; their verdicts are not used here
-    judges, matrix = judge_matrix(replies=replies, run=run, condition=request.condition)
-    rows = []
-    types = [ALL] + [t for t in TYPE_ORDER if np.any(replies.trigger_type == t)]
-    for trigger_type in types:
-        mask = (
-            np.ones(replies.unit_id.size, bool)
-            if trigger_type == ALL
-            else (replies.trigger_type == trigger_type)
-        )
-        sub = matrix[mask]
-        scores = {}
-        for j, judge in enumerate(judges):
-            names, _, values = score_matrix(
-                models=replies.model[mask],
-                trigger_types=replies.trigger_type[mask],
-                verdicts=sub[:, j],
-            )
-            scores[judge] = dict(zip(names, values[:, 0], strict=True))
-        models = sorted(set(replies.model[mask].tolist()))
-        for a in range(len(judges)):
-            for b in range(a + 1, len(judges)):
-                x, y = sub[:, a], sub[:, b]
-                both = (x >= 0) & (y >= 0)
-                counts = agreement.label_counts(sub[:, [a, b]], 3)
-                tau = agreement.kendall_tau(
-                    np.array([scores[judges[a]].get(m, np.nan) for m in models]),
-                    np.array([scores[judges[b]].get(m, np.nan) for m in models]),
-                )
-                rows.append(
-                    {
-                        "trigger_type": trigger_type,
-                        "judge_a": judges[a],
-                        "judge_b": judges[b],
-                        "n_units": int(both.sum()),
-                        "agreement": float(np.mean(x[both] == y[both])) if both.any() else np.nan,
-                        "cohen_kappa": agreement.cohen_kappa(x, y, 3),
-                        "linear_kappa": agreement.cohen_kappa(x, y, 3, "linear"),
-                        "alpha_nominal": agreement.krippendorff_alpha(counts, "nominal"),
-                        "alpha_ordinal": agreement.krippendorff_alpha(counts, "ordinal"),
-                        "kendall_tau": tau.tau,
-                        "kendall_p": tau.p_value,
-                        "n_models": tau.n,
-                    }
-                )
-        if len(judges) > 2:
-            counts = agreement.label_counts(sub, 3)
-            rows.append(
-                {
-                    "trigger_type": trigger_type,
-                    "judge_a": "ALL",
-                    "judge_b": "ALL",
-                    "n_units": int((counts.sum(axis=1) >= 2).sum()),
-                    "agreement": np.nan,
-                    "cohen_kappa": np.nan,
-                    "linear_kappa": np.nan,
-                    "alpha_nominal": agreement.krippendorff_alpha(counts, "nominal"),
-                    "alpha_ordinal": agreement.krippendorff_alpha(counts, "ordinal"),
-                    "kendall_tau": np.nan,
-                    "kendall_p": np.nan,
-                    "n_models": None,
-                }
-            )
-    notes = [] if len(judges) > 1 else [f"run {run.pk} has fewer than two judges"]
-    return _table("judge-agreement", request, rows, notes)
-
-
-def _style_inputs(request: TableRequest, configuration: str):
-    replies = _replies(request)
-    scored = replies.verdict >= 0
-    if configuration == "style":
-        configs = replies.style[scored].astype(str)
-    elif configuration == "phase":
-        configs = replies.trigger_type[scored].astype(str)
-    else:
-        raise StatsInputError(f"unknown configuration {configuration!r} (style or phase)")
-    return replies, scored, configs
-
-
-def style_sensitivity_table(request: TableRequest, configuration: str = "style") -> tables.Table:
-    replies, scored, configs = _style_inputs(request, configuration)
-    passed = replies.verdict[scored] == 2
-    models = replies.model[scored]
-    result = style_sensitivity(models=models, configurations=configs, passed=passed)
-    pass_rates = {m: float(passed[models == m].mean()) for m in result.models}
-    return _table(
-        "style-sensitivity",
-        request,
-        tables.style_rows(
-            result, display=replies.display, configuration=configuration, pass_rates=pass_rates
-        ),
-    )
-
-
-def style_logits_table(request: TableRequest, configuration: str = "style") -> tables.Table:
-    replies, scored, configs = _style_inputs(request, configuration)
-    passed = replies.verdict[scored] == 2
-    models = replies.model[scored]
-    result = style_sensitivity(models=models, configurations=configs, passed=passed)
-    counts: dict = {}
-    for model, config, ok in zip(models.tolist(), configs.tolist(), passed.tolist(), strict=True):
-        n, k = counts.get((model, config), (0, 0))
-        counts[(model, config)] = (n + 1, k + ok)
-    return _table(
-        "style-logits",
-        request,
-        tables.style_logit_rows(result, display=replies.display, counts=counts),
-    )
 
 
 def disclosure_distances(trigger_ids: np.ndarray, dialogue_ids: np.ndarray, turns: np.ndarray):
@@ -409,53 +274,24 @@ def disclosure_distances(trigger_ids: np.ndarray, dialogue_ids: np.ndarray, turn
     return out
 
 
-def disclosure_distance_table_for(request: TableRequest) -> tables.Table:
-    replies = _replies(request)
-    keep = (replies.trigger_type == TriggerType.RECOVERY) & (replies.verdict >= 0)
-    distances = disclosure_distances(
-        replies.trigger_id[keep], replies.dialogue_id[keep], replies.turn[keep]
-    )
-    rows = disclosure_distance_table(
-        models=replies.model[keep],
-        distances=distances,
-        outcomes=replies.verdict[keep] / 2,
-    )
-    return _table(
-        "disclosure-distance", request, tables.disclosure_rows(rows, display=replies.display)
-    )
-
-
-def benchmark_correlation_table(request: TableRequest, metric: str = "weighted") -> tables.Table:
-    replies = _replies(request)
-    names, types, scores = score_matrix(
-        models=replies.model,
-        trigger_types=replies.trigger_type,
-        verdicts=replies.verdict,
-        metric=metric,
-    )
+def benchmark_scores(models: list[str]) -> tuple[list[str], np.ndarray]:
+    """The uploaded external benchmarks of ``models`` (sorted) and their scores: models ×
+    benchmarks, in the order of ``models``, NaN where a model has no score. One query."""
     uploaded = list(
-        ExternalBenchmarkScore.objects.filter(endpoint__name__in=names).values_list(
+        ExternalBenchmarkScore.objects.filter(endpoint__name__in=models).values_list(
             "endpoint__name", "benchmark", "score"
         )
     )
     benchmarks = sorted({b for _, b, _ in uploaded})
-    external = np.full((len(names), len(benchmarks)), np.nan)
-    row_of = {name: i for i, name in enumerate(names)}
+    scores = np.full((len(models), len(benchmarks)), np.nan)
+    row_of = {name: i for i, name in enumerate(models)}
     column_of = {b: j for j, b in enumerate(benchmarks)}
     for model, benchmark, score in uploaded:
-        external[row_of[model], column_of[benchmark]] = score
-    rows, means = benchmark_correlations(
-        type_scores=scores,
-        type_names=types,
-        benchmark_scores=external,
-        benchmark_names=benchmarks,
-        seed=request.seed,
-    )
-    notes = [] if benchmarks else ["no external benchmark scores uploaded for these models"]
-    return _table("benchmark-correlation", request, tables.correlation_rows(rows, means), notes)
+        scores[row_of[model], column_of[benchmark]] = score
+    return benchmarks, scores
 
 
-# --- Study tables -----------------------------------------------------------------------------
+# --- What the study tables read ---------------------------------------------------------------
 
 NO_STUDY = (
     "the {table} table reads a human study: choose one (study=ID / --study ID; staff see every "
@@ -520,7 +356,8 @@ def study_failure_modes(
     return studies.failure_mode_labels(data, include_excluded=include_excluded)
 
 
-def _label_matrix(request: TableRequest) -> tuple[LabelMatrix, list[str]]:
+def label_matrix_for(request: TableRequest, *, table: str) -> tuple[LabelMatrix, list[str]]:
+    """The labels ``table`` reads: the release's Study 1 files, or the request's study."""
     if request.release_dir is not None:
         return release_files.study1_from_release(request.release_dir), []
     if request.study is not None:
@@ -529,12 +366,14 @@ def _label_matrix(request: TableRequest) -> tuple[LabelMatrix, list[str]]:
             include_excluded=request.include_excluded,
             cache=request.cache.setdefault("study", {}),
         )
-    raise StatsInputError(NO_STUDY.format(table="human-agreement"))
+    raise StatsInputError(NO_STUDY.format(table=table))
 
 
-def _preference(
-    request: TableRequest, table: str
+def preference_for(
+    request: TableRequest, *, table: str
 ) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
+    """The pairwise judgements ``table`` reads (the release's Study 2 files, or the request's
+    study), the raters the study excludes, and notes."""
     if request.release_dir is not None:
         return release_files.pairwise_from_release(request.release_dir), frozenset(), []
     if request.study is not None:
@@ -542,75 +381,35 @@ def _preference(
     raise StatsInputError(NO_STUDY.format(table=table))
 
 
-def human_agreement_table_for(request: TableRequest) -> tables.Table:
-    matrix, notes = _label_matrix(request)
-    rows = human_agreement_table(matrix, seed=request.seed)
-    return _table(
-        "human-agreement", request, tables.human_agreement_rows(rows, matrix.categories), notes
-    )
-
-
-def preference_table_for(request: TableRequest) -> tables.Table:
-    judgements, excluded, notes = _preference(request, "preference")
-    rows = preference_table(judgements, excluded_annotators=excluded, seed=request.seed)
-    return _table("preference", request, tables.preference_rows(rows), notes)
-
-
-def preference_raters_table(request: TableRequest) -> tables.Table:
-    judgements, excluded, notes = _preference(request, "preference-raters")
-    rows = preference_by_annotator(judgements, excluded_annotators=excluded)
-    return _table("preference-raters", request, tables.preference_rater_rows(rows), notes)
-
-
-def failure_modes_table_for(request: TableRequest) -> tables.Table:
+def failure_mode_labels_for(
+    request: TableRequest, *, table: str
+) -> tuple[FailureModeLabels, list[str]]:
+    """The request's failure-mode study's labels (the release has none per reply), and notes."""
     if request.study is None:
         raise StatsInputError(
             "the release publishes no per-reply failure-mode labels"
             if request.release_dir is not None
-            else NO_STUDY.format(table="failure-modes")
+            else NO_STUDY.format(table=table)
         )
-    labels, notes = study_failure_modes(
+    return study_failure_modes(
         study_id=request.study,
         include_excluded=request.include_excluded,
         cache=request.cache.setdefault("study", {}),
     )
-    return _table(
-        "failure-modes", request, tables.failure_mode_rows(failure_mode_table(labels)), notes
-    )
 
 
-# --- Dispatch ---------------------------------------------------------------------------------
+# --- The tables -------------------------------------------------------------------------------
 
 
-def _table(name: str, request: TableRequest, rows: list[dict], notes=None) -> tables.Table:
-    spec = tables.SPECS[name]
-    return tables.Table(
-        name=name,
-        title=spec.title,
-        columns=spec.columns,
-        rows=rows,
-        notes=list(notes or []),
-        params=request.params(),
-    )
+def stats_table(name: str, request: TableRequest) -> Table:
+    """The registered table ``name`` (``stats.tables``) for ``request``; ``StatsInputError`` if
+    there is no such table or the data cannot answer it."""
+    # Imported here, not at the top: the table modules read this module's data access, so the
+    # registry is loaded after it.
+    from stats import tables
 
-
-BUILDERS = {
-    "leaderboard": leaderboard_table,
-    "judge-agreement": judge_agreement_table,
-    "style-sensitivity": style_sensitivity_table,
-    "style-logits": style_logits_table,
-    "disclosure-distance": disclosure_distance_table_for,
-    "benchmark-correlation": benchmark_correlation_table,
-    "human-agreement": human_agreement_table_for,
-    "preference": preference_table_for,
-    "preference-raters": preference_raters_table,
-    "failure-modes": failure_modes_table_for,
-}
-
-
-def stats_table(name: str, request: TableRequest) -> tables.Table:
-    """The named table (``tables.SPECS``) for ``request``; ``StatsInputError`` if the data
-    cannot answer it."""
-    if name not in BUILDERS:
-        raise StatsInputError(f"unknown table {name!r} (one of {', '.join(BUILDERS)})")
-    return BUILDERS[name](request)
+    try:
+        spec = tables.get(name)
+    except tables.UnknownTable as exc:
+        raise StatsInputError(str(exc)) from None
+    return spec.table(request)

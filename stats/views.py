@@ -7,6 +7,7 @@ from django.views.decorators.http import require_http_methods
 
 from core.roles import staff_like_required
 from stats import dashboard as dashboard_panels
+from stats import tables
 from stats.forms import BenchmarkScoresUploadForm, DashboardFilterForm
 from stats.models import ExternalBenchmarkScore
 from stats.services import ScoresImportError, benchmark_scores_import
@@ -17,13 +18,16 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     form = DashboardFilterForm(request.GET or None)
     table_request = form.to_request()
     study = form.selected_study
+    panels = dashboard_panels.dashboard_panels(
+        table_request, study_kind=study.kind if study else None
+    ).values()
     context = {
         "form": form,
         "run": table_request.run,
         "study": study,
-        "panels": dashboard_panels.dashboard_panels(
-            table_request, study_kind=study.kind if study else None
-        ),
+        "seed": table_request.seed,
+        "run_panels": [p for p in panels if p.spec.needs == tables.RUN],
+        "study_panels": [p for p in panels if p.spec.needs == tables.STUDY],
         "raw_exports": dashboard_panels.raw_export_links(table_request),
     }
     template = "stats/dashboard.html"

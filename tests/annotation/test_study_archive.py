@@ -181,8 +181,8 @@ def test_the_statistics_still_read_an_archived_study(
             )
     client = client_for(researcher)
     urls = [
-        reverse("stats_api:table-preference") + f"?study={study.pk}",
-        reverse("stats_api:table-human-agreement") + f"?study={study.pk}",
+        reverse("stats_api:table", args=["preference"]) + f"?study={study.pk}",
+        reverse("stats_api:table", args=["human-agreement"]) + f"?study={study.pk}",
         reverse("stats_api:raw-export", args=["votes", "jsonl"]) + f"?study={study.pk}",
     ]
     before = [body(client.get(url)) for url in urls]

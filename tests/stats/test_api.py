@@ -12,14 +12,14 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from benchmark.models import Judgment, JudgmentState
+from stats import tables
 from stats.exports import JUDGMENT_COLUMNS
-from stats.tables import SPECS
 
-RUN_TABLES = [name for name, spec in SPECS.items() if spec.source == "run"]
+RUN_TABLES = [spec.name for spec in tables.all_specs() if spec.needs == tables.RUN]
 
 
 def _url(name, **query):
-    url = reverse(f"stats_api:table-{name}")
+    url = reverse("stats_api:table", args=[name])
     if query:
         url += "?" + "&".join(f"{k}={v}" for k, v in query.items())
     return url
@@ -38,7 +38,9 @@ def test_researchers_and_admins_read_every_run_table(
         response = client_for(user).get(_url(name, run=demo_run.pk))
         assert response.status_code == 200, response.content
         body = response.json()
-        assert body["table"] == name and body["columns"] == [c.name for c in SPECS[name].columns]
+        assert body["table"] == name and body["columns"] == [
+            c.name for c in tables.get(name).columns
+        ]
         assert body["params"]["run"] == demo_run.pk
 
 
@@ -58,6 +60,31 @@ def test_annotators_and_outsiders_get_404_and_the_anonymous_are_refused(
     assert client.get(url).status_code in (401, 403)
     for user in (annotator, outsider):
         assert client_for(user).get(url).status_code == 404
+
+
+@pytest.mark.parametrize("spec", tables.all_specs(), ids=lambda spec: spec.name)
+def test_every_registered_table_for_each_role(
+    demo_run, client, client_for, annotator, outsider, researcher, spec
+):
+    """One route serves every table: the anonymous are refused, annotators and outsiders get
+    404, researchers the table — or, for a study table without ?study=, a 400 that says how to
+    choose one."""
+    url = _url(spec.name)
+    assert client.get(url).status_code in (401, 403)
+    for user in (annotator, outsider):
+        assert client_for(user).get(url).status_code == 404
+    response = client_for(researcher).get(url)
+    if spec.needs == tables.RUN:
+        assert response.status_code == 200 and response.json()["table"] == spec.name
+    else:
+        assert response.status_code == 400
+        assert f"the {spec.name} table reads a human study" in response.json()["detail"]
+
+
+def test_an_unknown_table_is_404_naming_the_tables(db, client_for, researcher):
+    response = client_for(researcher).get(_url("nope"))
+    assert response.status_code == 404
+    assert "unknown table 'nope' (one of leaderboard, " in response.json()["detail"]
 
 
 def test_token_auth_for_scripts(demo_run, client, researcher, annotator):
@@ -88,7 +115,7 @@ def test_csv_parses_back_to_the_json_values(demo_run, client_for, researcher, na
     text = response.content.decode("utf-8")
     assert text.endswith("\r\n")
     rows = list(csv.reader(io.StringIO(text, newline="")))
-    kinds = {c.name: c.kind for c in SPECS[name].columns}
+    kinds = {c.name: c.kind for c in tables.get(name).columns}
     assert rows[0] == as_json["columns"]
     parsed = [
         {k: _csv_value(v, kinds[k]) for k, v in zip(rows[0], row, strict=True)} for row in rows[1:]
@@ -118,8 +145,8 @@ def test_schema_documents_every_table_and_the_docs_load_nothing_from_outside(
 ):
     client = client_for(researcher)
     schema = client.get(reverse("stats_api:schema") + "?format=json").json()
-    for name, spec in SPECS.items():
-        operation = schema["paths"][f"/api/v1/tables/{name}/"]["get"]
+    for spec in tables.all_specs():
+        operation = schema["paths"][f"/api/v1/tables/{spec.name}/"]["get"]
         assert operation["summary"] == spec.title
         assert {"run", "verdicts", "condition", "study", "seed"} <= {
             p["name"] for p in operation["parameters"]

@@ -14,9 +14,10 @@ from benchmark.corpus.importer import corpus_import
 from benchmark.models import TriggerType
 from benchmark.vocabulary import FAILURE_MODES
 from stats import charts
-from stats.dashboard import failure_mode_chart, preference_chart
 from stats.models import ExternalBenchmarkScore
 from stats.tables import Table
+from stats.tables.failure_modes import failure_mode_chart
+from stats.tables.preference import preference_chart
 from tests.factories import jsonl_bytes, records_for, stream
 from tests.stats.conftest import answer_next, create_study, exclude, rater_of
 
@@ -133,7 +134,7 @@ def test_failure_mode_and_preference_charts_from_their_tables():
     table = Table(
         "failure-modes", "", (), [{"model": "m", **{f"share_{k}": v for k, v in shares.items()}}]
     )
-    chart = failure_mode_chart(table)
+    (chart,) = failure_mode_chart(table)
     rects = [s for s in chart.shapes if s.kind == "rect"]
     assert [round(r.w / rects[0].w, 6) for r in rects] == [1.0, 3.0]  # 25 % then 75 %
     assert rects[1].x == pytest.approx(rects[0].x + rects[0].w)
@@ -160,7 +161,7 @@ def test_failure_mode_and_preference_charts_from_their_tables():
             "bootstrap_high": 0.95,
         },
     ]
-    chart = preference_chart(Table("preference", "", (), rows))
+    (chart,) = preference_chart(Table("preference", "", (), rows))
     labels = [s.text for s in chart.shapes if s.css == "label"]
     assert labels == ["All items", "Vanilla judged Pass"]
 
@@ -278,3 +279,84 @@ def test_annotators_never_see_the_dashboard_of_their_study(study_run, client_for
     users = make_annotators(2)
     study = create_study(study_run, "pairwise", users, max_items=1)
     assert client_for(users[0]).get(DASHBOARD, {"study": study.pk}).status_code == 404
+
+
+# --- The generic panel ------------------------------------------------------------------------
+
+
+def _texts(cell):
+    return [(p.text, p.css, p.strong) for p in cell]
+
+
+def test_panel_rows_draw_each_cell_as_the_display_declares():
+    from stats.dashboard import panel_rows
+    from stats.tables import Aside, Cell, Display
+
+    display = Display(
+        overall=("kind", "ALL"),
+        row_class="phase",
+        derive={"pair": lambda r: f"{r['a']} · {r['b']}"},
+        cells=(
+            Cell("Name", "kind", "trigger", overall="label"),
+            Cell("n (ties)", "n", also="ties"),
+            Cell("Rate", "rate", "pct", ci=("low", "high")),
+            Cell("Interval", format="pct", ci=("low", "high")),
+            Cell("Models", "n_models", fallback="n_other"),
+            Cell("Pair", "pair"),
+            Cell(
+                "Slope",
+                "slope",
+                "num",
+                digits=2,
+                aside=Aside("(p {p:pvalue})", when=lambda r: r["p"] < 0.05),
+            ),
+            Cell(
+                "Flag",
+                aside=Aside("{rate:pct}%", when=lambda r: r["rate"] < 1, badge=True, title="why"),
+            ),
+        ),
+    )
+    base = {"label": "<Model>", "n": 12, "ties": 3, "low": 0.5, "high": 0.75, "a": "x", "b": "y"}
+    rows = [
+        {
+            **base,
+            "kind": "ALL",
+            "rate": 0.625,
+            "n_models": None,
+            "n_other": 4,
+            "slope": 1.234,
+            "p": 0.0001,
+        },
+        {
+            **base,
+            "kind": "EMERGENT",
+            "rate": 1.0,
+            "n_models": 3,
+            "n_other": 4,
+            "slope": float("nan"),
+            "p": 0.5,
+        },
+    ]
+    overall, phase = panel_rows(display, Table("t", "", (), rows))
+    assert (overall.css, phase.css) == ("overall", "phase")
+    assert _texts(overall.cells[0]) == [("<Model>", "", True)]  # escaped by the template
+    assert _texts(phase.cells[0]) == [("Emergent", "badge trigger-emergent", False)]
+    assert _texts(overall.cells[1]) == [("12 (3)", "", False)]
+    assert _texts(overall.cells[2]) == [("62.5", "", False), ("[50.0, 75.0]", "muted", False)]
+    assert _texts(overall.cells[3]) == [("[50.0, 75.0]", "", False)]
+    assert [c[0] for c in _texts(overall.cells[4]) + _texts(phase.cells[4])] == ["4", "3"]
+    assert _texts(overall.cells[5]) == [("x · y", "", False)]
+    assert _texts(overall.cells[6]) == [("1.23", "", False), ("(p 1.00e-04)", "muted", False)]
+    assert _texts(phase.cells[6]) == [("—", "", False)]
+    assert [(p.text, p.css, p.title) for p in overall.cells[7]] == [("62.5%", "badge warn", "why")]
+    assert phase.cells[7] == []
+
+
+def test_the_page_prints_no_seed_or_resample_count_of_its_own():
+    """They come from the request (the seed) and the specs (each table's bootstrap caption)."""
+    from django.conf import settings
+
+    for path in (settings.BASE_DIR / "templates" / "stats").glob("*.html"):
+        text = path.read_text(encoding="utf-8")
+        for literal in ("20260501", "1,000", "10,000", "resamples"):
+            assert literal not in text, (path.name, literal)

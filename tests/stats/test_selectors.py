@@ -11,10 +11,9 @@ from django.conf import settings
 
 from benchmark.corpus.importer import corpus_import
 from benchmark.models import Dialogue, JudgeDisagreement, Trigger
-from stats import selectors
+from stats import selectors, tables
 from stats.compute import agreement
 from stats.selectors import StatsInputError, TableRequest, VerdictSource
-from stats.tables import SPECS
 from tests.factories import dialogue_record, jsonl_bytes, stream
 
 DEMO_DIR = settings.BASE_DIR / "benchmark" / "demo_data"
@@ -198,7 +197,7 @@ def test_disclosure_distance_table_on_the_demo(demo_run):
 
 def test_study_tables_without_a_study_say_how_to_choose_one(demo_run):
     for name in ("human-agreement", "preference", "preference-raters", "failure-modes"):
-        assert SPECS[name].source == "study"
+        assert tables.get(name).needs == tables.STUDY
         with pytest.raises(StatsInputError, match=f"the {name} table reads a human study"):
             selectors.stats_table(name, TableRequest(run=demo_run))
     with pytest.raises(StatsInputError, match="no per-reply failure-mode labels"):

@@ -18,9 +18,8 @@ from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS
 from annotation.models import Study, StudyItem
 from annotation.services.assignments import answer_undo
 from benchmark.models import Condition, ModelEndpoint, TriggerType
-from stats import selectors, studies
+from stats import selectors, studies, tables
 from stats.selectors import StatsInputError, TableRequest
-from stats.tables import SPECS
 from tests.release import release_file
 from tests.stats.conftest import (
     answer_next,
@@ -35,7 +34,7 @@ from tests.stats.conftest import (
 
 pytestmark = pytest.mark.django_db
 
-STUDY_TABLES = [name for name, spec in SPECS.items() if spec.source == "study"]
+STUDY_TABLES = [spec.name for spec in tables.all_specs() if spec.needs == tables.STUDY]
 
 
 def table(name, study, **fields):

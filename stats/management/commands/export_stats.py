@@ -4,11 +4,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmark.models import Condition, EvaluationRun
-from stats import selectors
+from stats import selectors, tables
 from stats.compute.resampling import DEFAULT_SEED
 from stats.exports import table_csv
 from stats.release_files import ReleaseFileError
-from stats.tables import SPECS
 
 
 class Command(BaseCommand):
@@ -19,7 +18,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("table", choices=list(SPECS), help="which table")
+        parser.add_argument(
+            "table", choices=[spec.name for spec in tables.all_specs()], help="which table"
+        )
         parser.add_argument("--run", type=int, help="evaluation run id (default: newest finished)")
         parser.add_argument("--study", type=int, help="annotation study id (study tables)")
         parser.add_argument(
@@ -60,13 +61,13 @@ class Command(BaseCommand):
         out,
         **options,
     ):
-        spec = SPECS[table]
+        spec = tables.get(table)  # one of the choices
         if run is not None:
             run_obj = EvaluationRun.objects.filter(pk=run).first()
             if run_obj is None:
                 raise CommandError(f"no run {run}")
         else:
-            run_obj = selectors.default_run() if spec.source == "run" else None
+            run_obj = selectors.default_run() if spec.needs == tables.RUN else None
         request = selectors.TableRequest(
             run=run_obj,
             verdicts=selectors.VerdictSource.parse(verdicts),

@@ -1,0 +1,65 @@
+"""Every statistics table the Workbench serves: one module per table declares its ``TableSpec``
+(columns, builder, dashboard display, charts) and registers it; the dashboard, the REST API and
+its schema, and ``export_stats`` read the registry (``all_specs``, ``get``) and nothing else.
+"""
+
+from importlib import import_module
+
+from stats.tables.base import (
+    RUN,
+    STUDY,
+    Aside,
+    Bootstrap,
+    Built,
+    Cell,
+    Column,
+    Display,
+    Table,
+    TableSpec,
+    UnknownTable,
+    all_specs,
+    get,
+    json_value,
+    register,
+    registered,
+    unregister,
+)
+
+TABLE_MODULES = (
+    "leaderboard",
+    "judge_agreement",
+    "style",
+    "disclosure",
+    "benchmark_correlation",
+    "preference",
+    "failure_modes",
+    "human_agreement",
+)
+"""The table modules, listed rather than discovered: importing them registers their tables, and
+this order is the registration order — the order of the dashboard's panels (run tables, then
+study tables), of the API's operations and of ``export_stats``' choices, chosen for reading
+rather than left to the alphabet."""
+
+for _module in TABLE_MODULES:
+    import_module(f"{__name__}.{_module}")
+
+__all__ = [
+    "RUN",
+    "STUDY",
+    "TABLE_MODULES",
+    "Aside",
+    "Bootstrap",
+    "Built",
+    "Cell",
+    "Column",
+    "Display",
+    "Table",
+    "TableSpec",
+    "UnknownTable",
+    "all_specs",
+    "get",
+    "json_value",
+    "register",
+    "registered",
+    "unregister",
+]
