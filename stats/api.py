@@ -121,7 +121,7 @@ class TableView(APIView):
         query = TableQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         try:
-            table = selectors.stats_table(name, query.to_request())
+            table = tables.build(name, query.to_request())
         except selectors.StatsInputError as exc:
             raise ParseError(str(exc)) from exc
         response = Response(table.as_json())

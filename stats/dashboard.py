@@ -125,7 +125,7 @@ def _panel(spec: tables.TableSpec, request: selectors.TableRequest) -> Panel:
         json_url=f"{url}?{urlencode(query)}",
     )
     try:
-        panel.table = selectors.stats_table(spec.name, request)
+        panel.table = tables.build(spec.name, request)
     except selectors.StatsInputError as exc:
         panel.error = str(exc)
         return panel

@@ -1,7 +1,7 @@
 """Read side of the statistics: fetch a run's verdicts (and the corpus facts they need) in a
 fixed, small number of queries, as NumPy arrays for ``stats.compute``. The tables themselves
 (what they compute from these, their columns) are declared in ``stats.tables``, one module each;
-``stats_table`` is the entry point that builds one.
+``stats.tables.build`` is the entry point that builds one.
 
 The verdict source is chosen per request (``VerdictSource``): the run's primary judge, a named
 judge, or *adjudicated* — a person's final verdict (``JudgeDisagreement.final_verdict``) where
@@ -41,7 +41,7 @@ from stats.interfaces import FailureModeLabels, LabelMatrix, PreferenceJudgement
 from stats.models import ExternalBenchmarkScore
 
 if TYPE_CHECKING:
-    from stats.tables import Table
+    pass
 
 
 class StatsInputError(ValueError):
@@ -396,20 +396,3 @@ def failure_mode_labels_for(
         include_excluded=request.include_excluded,
         cache=request.cache.setdefault("study", {}),
     )
-
-
-# --- The tables -------------------------------------------------------------------------------
-
-
-def stats_table(name: str, request: TableRequest) -> Table:
-    """The registered table ``name`` (``stats.tables``) for ``request``; ``StatsInputError`` if
-    there is no such table or the data cannot answer it."""
-    # Imported here, not at the top: the table modules read this module's data access, so the
-    # registry is loaded after it.
-    from stats import tables
-
-    try:
-        spec = tables.get(name)
-    except tables.UnknownTable as exc:
-        raise StatsInputError(str(exc)) from None
-    return spec.table(request)

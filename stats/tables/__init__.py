@@ -5,6 +5,7 @@ its schema, and ``export_stats`` read the registry (``all_specs``, ``get``) and 
 
 from importlib import import_module
 
+from stats.selectors import StatsInputError, TableRequest
 from stats.tables.base import (
     RUN,
     STUDY,
@@ -63,3 +64,13 @@ __all__ = [
     "registered",
     "unregister",
 ]
+
+
+def build(name: str, request: TableRequest) -> Table:
+    """The registered table ``name`` for ``request``; ``StatsInputError`` if there is no such
+    table or the data cannot answer it."""
+    try:
+        spec = get(name)
+    except UnknownTable as exc:
+        raise StatsInputError(str(exc)) from None
+    return spec.table(request)

@@ -168,7 +168,7 @@ def test_a_kind_registered_in_one_module_runs_end_to_end(thumbs, run, make_annot
 
     # The human-agreement table reads the kind's labels: one item, two raters, split.
     table = staff.get(
-        reverse("stats_api:table-human-agreement"), {"study": study.pk, "run": run.pk}
+        reverse("stats_api:table", args=["human-agreement"]), {"study": study.pk, "run": run.pk}
     ).json()
     overall = next(r for r in table["rows"] if r["group"] == "ALL")
     assert (overall["n_items"], overall["n_ratings"], overall["n_raters"]) == (1, 2, 2)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from benchmark.models import ModelEndpoint
-from stats import selectors
+from stats import selectors, tables
 from stats.compute.leaderboard import score_matrix
 from stats.models import ExternalBenchmarkScore
 from stats.selectors import TableRequest
@@ -100,7 +100,7 @@ def test_benchmark_correlation_over_the_demo_run(demo_run):
     scores = {"demo-atlas-large": 80.0, "demo-birch-medium": 55.0, "demo-cedar-small": 61.0}
     lines = "".join(f"{model},{score}\n" for model, score in scores.items())
     _upload("model,GPQA\n" + lines)
-    table = selectors.stats_table("benchmark-correlation", TableRequest(run=demo_run))
+    table = tables.build("benchmark-correlation", TableRequest(run=demo_run))
     assert [(r["trigger_type"], r["benchmark"]) for r in table.rows[:2]] == [
         ("ALL", "GPQA"),
         ("ALL", "(mean)"),
@@ -114,5 +114,5 @@ def test_benchmark_correlation_over_the_demo_run(demo_run):
 
 
 def test_no_scores_is_a_note_not_an_error(demo_run):
-    table = selectors.stats_table("benchmark-correlation", TableRequest(run=demo_run))
+    table = tables.build("benchmark-correlation", TableRequest(run=demo_run))
     assert table.rows == [] and "no external benchmark scores" in table.notes[0]

@@ -55,7 +55,7 @@ def test_verdict_source_parsing():
 )
 def test_leaderboard_counts_match_the_recorded_verdicts(demo_run, source, judge, condition):
     request = TableRequest(run=demo_run, verdicts=VerdictSource.parse(source), condition=condition)
-    table = selectors.stats_table("leaderboard", request)
+    table = tables.build("leaderboard", request)
     recorded = _recorded(judge, condition)
     assert len(table.rows) == 3 * 4
     for row in table.rows:
@@ -107,17 +107,17 @@ def test_adjudicated_verdicts_replace_the_primary_judge_where_a_person_decided(d
 
 def test_unknown_judge_and_missing_run_are_clear_errors(demo_run):
     with pytest.raises(StatsInputError, match="no judge 'nobody'.*demo-judge-crossfamily"):
-        selectors.stats_table(
+        tables.build(
             "leaderboard", TableRequest(run=demo_run, verdicts=VerdictSource.parse("nobody"))
         )
     with pytest.raises(StatsInputError, match="no evaluation run"):
-        selectors.stats_table("leaderboard", TableRequest(run=None))
+        tables.build("leaderboard", TableRequest(run=None))
     with pytest.raises(StatsInputError, match="unknown table"):
-        selectors.stats_table("nope", TableRequest(run=demo_run))
+        tables.build("nope", TableRequest(run=demo_run))
 
 
 def test_judge_agreement_matches_kappa_on_the_recorded_pairs(demo_run):
-    table = selectors.stats_table("judge-agreement", TableRequest(run=demo_run))
+    table = tables.build("judge-agreement", TableRequest(run=demo_run))
     overall = next(r for r in table.rows if r["trigger_type"] == "ALL")
     pairs = defaultdict(dict)
     with (DEMO_DIR / "judgments.jsonl").open(encoding="utf-8") as lines:
@@ -141,8 +141,8 @@ def test_judge_agreement_matches_kappa_on_the_recorded_pairs(demo_run):
 
 def test_style_tables_over_the_demo_styles(demo_run):
     request = TableRequest(run=demo_run)
-    sensitivity = selectors.stats_table("style-sensitivity", request)
-    logits = selectors.stats_table("style-logits", request)
+    sensitivity = tables.build("style-sensitivity", request)
+    logits = tables.build("style-logits", request)
     styles = Dialogue.objects.values("style").distinct().count()
     assert len(sensitivity.rows) == 3
     assert all(row["n_configurations"] == styles for row in sensitivity.rows)
@@ -187,7 +187,7 @@ def test_disclosure_distance_uses_linked_anchors_else_the_first_earlier_disclosu
 
 
 def test_disclosure_distance_table_on_the_demo(demo_run):
-    table = selectors.stats_table("disclosure-distance", TableRequest(run=demo_run))
+    table = tables.build("disclosure-distance", TableRequest(run=demo_run))
     assert len(table.rows) == 3
     recovery = Trigger.objects.filter(type="RECOVERY").count()
     for row in table.rows:
@@ -199,6 +199,6 @@ def test_study_tables_without_a_study_say_how_to_choose_one(demo_run):
     for name in ("human-agreement", "preference", "preference-raters", "failure-modes"):
         assert tables.get(name).needs == tables.STUDY
         with pytest.raises(StatsInputError, match=f"the {name} table reads a human study"):
-            selectors.stats_table(name, TableRequest(run=demo_run))
+            tables.build(name, TableRequest(run=demo_run))
     with pytest.raises(StatsInputError, match="no per-reply failure-mode labels"):
-        selectors.stats_table("failure-modes", TableRequest(release_dir=Path("release")))
+        tables.build("failure-modes", TableRequest(release_dir=Path("release")))

@@ -18,7 +18,7 @@ from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS
 from annotation.models import Study, StudyItem
 from annotation.services.assignments import answer_undo
 from benchmark.models import Condition, ModelEndpoint, TriggerType
-from stats import selectors, studies, tables
+from stats import studies, tables
 from stats.selectors import StatsInputError, TableRequest
 from tests.release import release_file
 from tests.stats.conftest import (
@@ -38,7 +38,7 @@ STUDY_TABLES = [spec.name for spec in tables.all_specs() if spec.needs == tables
 
 
 def table(name, study, **fields):
-    return selectors.stats_table(name, TableRequest(study=study.pk, **fields))
+    return tables.build(name, TableRequest(study=study.pk, **fields))
 
 
 def _by(rows, *keys):
@@ -457,7 +457,7 @@ def test_a_table_asks_for_a_study_of_its_kind(pairwise, direct, client_for, rese
     with pytest.raises(StatsInputError, match="failure-modes table reads failure-mode"):
         table("failure-modes", pairwise)
     with pytest.raises(StatsInputError, match="no study 999999"):
-        selectors.stats_table("human-agreement", TableRequest(study=999999))
+        tables.build("human-agreement", TableRequest(study=999999))
     client = client_for(researcher)
     response = client.get(f"/api/v1/tables/preference/?study={direct.pk}")
     assert response.status_code == 400 and "direct rating study" in response.json()["detail"]
@@ -517,8 +517,8 @@ def test_release_studies_imported_here_give_the_release_files_figures(tmp_path):
         ("preference", "pairwise"),
         ("preference-raters", "pairwise"),
     ):
-        from_files = selectors.stats_table(name, TableRequest(release_dir=tmp_path))
-        from_study = selectors.stats_table(name, TableRequest(study=imported[kind]))
+        from_files = tables.build(name, TableRequest(release_dir=tmp_path))
+        from_study = tables.build(name, TableRequest(study=imported[kind]))
         assert from_study.as_json()["rows"] == from_files.as_json()["rows"], name
         assert from_study.rows
 

@@ -78,7 +78,7 @@ class Command(BaseCommand):
             seed=seed,
         )
         try:
-            result = selectors.stats_table(table, request)
+            result = tables.build(table, request)
         except (selectors.StatsInputError, ReleaseFileError) as exc:
             raise CommandError(str(exc)) from exc
         text = (
