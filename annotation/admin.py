@@ -35,6 +35,7 @@ from annotation.services.studies import (
     study_delete,
     study_unarchive,
 )
+from core.http import signed_in_user
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -129,7 +130,7 @@ class StudyAdmin(admin.ModelAdmin):
 
     @admin.display(description="items", ordering="item_count")
     def n_items(self, obj: Study) -> int:
-        return obj.item_count
+        return obj.item_count  # type: ignore[attr-defined]  # annotated by get_queryset
 
     @admin.display(description="")
     def page_link(self, obj: Study) -> str:
@@ -205,12 +206,12 @@ class StudyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Archive selected studies")
     def archive_studies(self, request, queryset):
-        done = [s for s in queryset if study_archive(study=s, by=request.user)]
+        done = [s for s in queryset if study_archive(study=s, by=signed_in_user(request))]
         self.message_user(request, f"{len(done)} study(ies) archived.")
 
     @admin.action(description="Unarchive selected studies")
     def unarchive_studies(self, request, queryset):
-        done = [s for s in queryset if study_unarchive(study=s, by=request.user)]
+        done = [s for s in queryset if study_unarchive(study=s, by=signed_in_user(request))]
         self.message_user(request, f"{len(done)} study(ies) unarchived.")
 
     def archive_view(self, request: HttpRequest, study_id: int, archived: bool) -> HttpResponse:
@@ -218,9 +219,9 @@ class StudyAdmin(admin.ModelAdmin):
         study = get_object_or_404(Study, pk=study_id)
         if request.method == "POST" and self.has_change_permission(request, study):
             if archived:
-                done = study_archive(study=study, by=request.user)
+                done = study_archive(study=study, by=signed_in_user(request))
             else:
-                done = study_unarchive(study=study, by=request.user)
+                done = study_unarchive(study=study, by=signed_in_user(request))
             if done:
                 what = "archived" if archived else f"unarchived ({study.get_status_display()})"
                 self.message_user(request, f"Study {study.pk} {what}.")
@@ -256,7 +257,7 @@ class StudyAdmin(admin.ModelAdmin):
         form = StudyCreateForm(request.POST if request.method == "POST" else None)
         if request.method == "POST" and form.is_valid():
             try:
-                study = study_create(spec=form.to_spec(), created_by=request.user)
+                study = study_create(spec=form.to_spec(), created_by=signed_in_user(request))
             except StudyInputError as exc:
                 for field_name, errors in exc.errors.items():
                     for error in errors:
@@ -293,7 +294,7 @@ class StudyAdmin(admin.ModelAdmin):
                     items=(data["items"].name, data["items"]),
                     ratings=[(f.name, f) for f in data["ratings"]],
                     name=data["name"],
-                    imported_by=request.user,
+                    imported_by=signed_in_user(request),
                 )
             except StudyImportError as exc:
                 context["import_errors"] = exc

@@ -7,6 +7,8 @@ itself never knows which side of a pair is which, or which judge is which.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 from django.contrib.auth import get_user_model
 
@@ -57,7 +59,8 @@ class ModelIdsField(forms.ModelMultipleChoiceField):
                     params={"pk": str(pk)[:40]},
                 )
             ids.append(str(number))
-        return super()._check_values(ids)
+        # A private hook of Django's ModelMultipleChoiceField (django-stubs omits it).
+        return super()._check_values(ids)  # type: ignore[misc]
 
 
 def annotator_choices(*groups: str):
@@ -149,9 +152,10 @@ class StudyCreateForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Querysets are evaluated per form, so new users and runs appear without a restart.
-        self.fields["annotators"].queryset = annotator_choices()
+        cast(ModelIdsField, self.fields["annotators"]).queryset = annotator_choices()
         # A split audit may well be settled by a researcher.
-        self.fields["adjudicators"].queryset = annotator_choices(ANNOTATOR, RESEARCHER)
+        adjudicators = cast(ModelIdsField, self.fields["adjudicators"])
+        adjudicators.queryset = annotator_choices(ANNOTATOR, RESEARCHER)
         answers = "; ".join(
             f"{kind.label.lower()}: {' / '.join(kind.labels)}" for kind in kinds.all_kinds()
         )

@@ -135,7 +135,7 @@ class Rater(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.user.get_username() if self.user_id else self.external_id
+        return self.user.get_username() if self.user is not None else self.external_id
 
 
 class RaterExclusion(models.Model):

@@ -193,6 +193,8 @@ class ReplyContext:
 def reply_context(item: StudyItem) -> ReplyContext:
     """The item's trigger, the conversation up to it (as the models saw it) and its replies:
     one statement (``sql.trigger_conversation_replies``), read on every workspace request."""
+    if item.trigger_id is None:
+        raise ValueError(f"study item {item.pk} rates no reply")
     trigger, turns, replies = sql.trigger_conversation_replies(
         item.trigger_id, (item.unit_id, item.unit_b_id)
     )

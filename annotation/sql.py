@@ -24,7 +24,7 @@ from django.db import connection
 
 from annotation.models import Answer, Assignment, AssignmentState, Rater, Study, StudyItem
 from benchmark.models import EvaluationUnit, Trigger, Turn
-from core.rows import columns, fetch_rows, first, load_each
+from core.rows import columns, fetch_rows, first, load, width
 
 
 def rater_lock(rater: Rater, *, relaxed_commit: bool = False) -> Rater:
@@ -119,9 +119,10 @@ def answer_target(*, rater_id: int, item_token: str, idempotency_key: str) -> An
     )
     if not rows:
         return None
-    *row, replay_answer_id, replay_rater_id = rows[0]
-    assignment, item = load_each(row, Assignment, StudyItem)
-    assignment.item = item
+    row = rows[0]
+    assignment = load(Assignment, row)
+    assignment.item = load(StudyItem, row, width(Assignment))
+    replay_answer_id, replay_rater_id = row[width(Assignment) + width(StudyItem) :]
     return AnswerTarget(assignment, replay_answer_id, replay_rater_id)
 
 
@@ -177,6 +178,8 @@ def trigger_conversation_replies(
         rows = cursor.fetchall()
     turns = [row for row in rows if row[0] == 0]
     replies = {row[7]: row[8] for row in rows if row[0] == 1}
-    *fields, dialogue_id, turn_index = turns[0][1:7]
-    trigger = TriggerRow(*fields, dialogue_id, TriggerTurn(turn_index))
+    kind, pass_criteria, partial_criteria, fail_criteria, dialogue_id, turn_index = turns[0][1:7]
+    trigger = TriggerRow(
+        kind, pass_criteria, partial_criteria, fail_criteria, dialogue_id, TriggerTurn(turn_index)
+    )
     return trigger, [TurnRow(*row[7:]) for row in turns], replies

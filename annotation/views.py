@@ -9,7 +9,7 @@ import secrets
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -26,6 +26,7 @@ from annotation.services.assignments import (
     assignment_next,
 )
 from annotation.services.studies import StudyInputError, rater_exclusion_set, study_create
+from core.http import SignedInRequest
 from core.roles import staff_like_required
 
 NOTHING_LEFT = "Nothing is left for you in this study right now. Thank you!"
@@ -40,7 +41,7 @@ LATE_NOTICE = (
 
 @login_required
 @require_GET
-def annotator_home(request: HttpRequest) -> HttpResponse:
+def annotator_home(request: SignedInRequest) -> HttpResponse:
     """Each person's own work page: the studies they are a rater in, with their progress."""
     return render(
         request,
@@ -50,7 +51,7 @@ def annotator_home(request: HttpRequest) -> HttpResponse:
 
 
 def _workspace(
-    request: HttpRequest,
+    request: SignedInRequest,
     rater: Rater,
     assignment: Assignment | None,
     *,
@@ -92,7 +93,7 @@ def _initial(kind: StudyKind, assignment: Assignment) -> dict:
     return initial
 
 
-def _after_action(request: HttpRequest, rater: Rater, assignment, **kwargs) -> HttpResponse:
+def _after_action(request: SignedInRequest, rater: Rater, assignment, **kwargs) -> HttpResponse:
     if request.htmx:
         return _workspace(request, rater, assignment, **kwargs)
     if kwargs.get("notice"):
@@ -102,7 +103,7 @@ def _after_action(request: HttpRequest, rater: Rater, assignment, **kwargs) -> H
 
 @login_required
 @require_GET
-def workspace(request: HttpRequest, study_id: int) -> HttpResponse:
+def workspace(request: SignedInRequest, study_id: int) -> HttpResponse:
     """The study's workspace: the item the annotator is on (resumed as they left it)."""
     rater = selectors.rater_for(user=request.user, study_id=study_id)
     return _workspace(request, rater, assignment_current(rater=rater))
@@ -110,7 +111,7 @@ def workspace(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def next_item(request: HttpRequest, study_id: int) -> HttpResponse:
+def next_item(request: SignedInRequest, study_id: int) -> HttpResponse:
     rater = selectors.rater_for(user=request.user, study_id=study_id)
     assignment = assignment_next(rater=rater)
     notice = "" if assignment else NOTHING_LEFT
@@ -119,7 +120,7 @@ def next_item(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def answer(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
+def answer(request: SignedInRequest, study_id: int, token: str) -> HttpResponse:
     assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
     rater = assignment.rater
     study = rater.study
@@ -150,7 +151,7 @@ def answer(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def undo(request: HttpRequest, study_id: int) -> HttpResponse:
+def undo(request: SignedInRequest, study_id: int) -> HttpResponse:
     rater = selectors.rater_for(user=request.user, study_id=study_id)
     reopened = answer_undo(rater=rater)
     if reopened is None:
@@ -164,7 +165,7 @@ def undo(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def item_detail(request: HttpRequest, study_id: int, token: str) -> HttpResponse:
+def item_detail(request: SignedInRequest, study_id: int, token: str) -> HttpResponse:
     """One of the annotator's own items: to answer if they hold it, else their answer."""
     assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
     return _workspace(request, assignment.rater, assignment)
@@ -175,7 +176,7 @@ def item_detail(request: HttpRequest, study_id: int, token: str) -> HttpResponse
 
 @staff_like_required
 @require_GET
-def study_list(request: HttpRequest) -> HttpResponse:
+def study_list(request: SignedInRequest) -> HttpResponse:
     archived = request.GET.get("archived") == "1"
     return render(
         request,
@@ -185,7 +186,7 @@ def study_list(request: HttpRequest) -> HttpResponse:
 
 
 @staff_like_required
-def study_new(request: HttpRequest) -> HttpResponse:
+def study_new(request: SignedInRequest) -> HttpResponse:
     """Create a study from a selection. With htmx, changing the kind re-renders the form with
     that kind's selection fields (values typed so far are kept)."""
     if request.method == "POST":
@@ -222,14 +223,14 @@ def _study_page(study: Study) -> dict:
 
 @staff_like_required
 @require_GET
-def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
+def study_detail(request: SignedInRequest, study_id: int) -> HttpResponse:
     study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
     return render(request, "annotation/study_detail.html", _study_page(study))
 
 
 @staff_like_required
 @require_POST
-def rater_exclusion(request: HttpRequest, study_id: int, rater_id: int) -> HttpResponse:
+def rater_exclusion(request: SignedInRequest, study_id: int, rater_id: int) -> HttpResponse:
     """Exclude a rater from the study's statistics, or include them again (recorded)."""
     rater = get_object_or_404(Rater, pk=rater_id, study_id=study_id)
     form = ExclusionForm(request.POST)

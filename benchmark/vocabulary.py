@@ -30,10 +30,12 @@ class Vocabulary(StrEnum, metaclass=_VocabularyType):
 
     label: str
 
-    def __new__(cls, value: str, label: str):
+    # ``label`` has a default only so that a type checker reads ``Verdict("PASS")`` (a lookup)
+    # as a valid call; every member gives one.
+    def __new__(cls, value: str, label: str = "") -> "Vocabulary":
         member = str.__new__(cls, value)
         member._value_ = value
-        member.label = label
+        member.label = label or value
         return member
 
 

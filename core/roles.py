@@ -10,7 +10,7 @@
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.http import Http404, HttpRequest
 from django.utils.functional import SimpleLazyObject
 
@@ -20,12 +20,14 @@ ROLE_GROUPS = (ANNOTATOR, RESEARCHER)
 
 
 def _group_names(user: AbstractBaseUser | AnonymousUser) -> set[str]:
-    if not user.is_authenticated:
+    """The user's role groups, read once per user object (one request's), cached on it as
+    Django's ModelBackend caches permissions (``_perm_cache``)."""
+    if not isinstance(user, User):  # the anonymous have no groups
         return set()
-    cached = getattr(user, "_role_group_names", None)
+    cached: set[str] | None = getattr(user, "_role_group_names", None)
     if cached is None:
         cached = set(user.groups.values_list("name", flat=True))
-        user._role_group_names = cached
+        setattr(user, "_role_group_names", cached)  # noqa: B010 (not a declared attribute)
     return cached
 
 

@@ -10,17 +10,29 @@ value is a parameter.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import connection, models
 
 M = TypeVar("M", bound=models.Model)
 
-# Per (database alias, model): the converters its columns need on the way out of that database
-# (JSON text to objects, SQLite's datetime strings to datetimes), as Django's compiler would
-# apply them. Built once per process; a model's fields do not change at run time.
-_converters: dict[tuple[str, type[models.Model]], list[tuple[int, list, object]]] = {}
+
+@dataclass(frozen=True)
+class _Loader:
+    """What turning a row into ``model`` needs on one database: the field names, and the
+    converters its columns need on the way out (JSON text to objects, SQLite's datetime strings
+    to datetimes), as Django's compiler would apply them."""
+
+    names: list[str]
+    converters: list[tuple[int, list[Callable[..., Any]], Any]]
+
+
+# Per (database alias, model), built once per process: a model's fields do not change at run
+# time.
+_loaders: dict[tuple[str, type[models.Model]], _Loader] = {}
 
 
 @cache
@@ -30,46 +42,48 @@ def columns(model: type[models.Model], alias: str) -> str:
     return ", ".join(f'{alias}."{f.column}"' for f in model._meta.concrete_fields)
 
 
-def load(model: type[M], row: tuple | list, start: int = 0) -> M:
+def width(model: type[models.Model]) -> int:
+    """How many columns ``columns(model, …)`` selects."""
+    return len(model._meta.concrete_fields)
+
+
+def _loader(model: type[models.Model]) -> _Loader:
+    key = (connection.alias, model)
+    loader = _loaders.get(key)
+    if loader is None:
+        fields = model._meta.concrete_fields
+        converters = []
+        for i, f in enumerate(fields):
+            col = f.cached_col
+            # Field.get_db_converters is Django's (django-stubs does not declare it).
+            funcs = connection.ops.get_db_converters(col) + f.get_db_converters(connection)  # type: ignore[attr-defined]
+            if funcs:
+                converters.append((i, funcs, col))
+        loader = _loaders[key] = _Loader([f.attname for f in fields], converters)
+    return loader
+
+
+def load(model: type[M], row: Sequence[Any], start: int = 0) -> M:
     """The instance in ``row[start:]`` (selected with ``columns(model, …)``), as the ORM would
     build it: converted values, ``_state`` set, no extra query. What ``Model.objects.raw``
     does, without working out afresh for every row which column is which field."""
-    fields = model._meta.concrete_fields
-    values = list(row[start : start + len(fields)])
-    key = (connection.alias, model)
-    converters = _converters.get(key)
-    if converters is None:
-        converters = _converters[key] = []
-        for i, f in enumerate(fields):
-            col = f.cached_col
-            funcs = connection.ops.get_db_converters(col) + f.get_db_converters(connection)
-            if funcs:
-                converters.append((i, funcs, col))
-    for i, funcs, col in converters:
+    loader = _loader(model)
+    values = list(row[start : start + len(loader.names)])
+    for i, funcs, col in loader.converters:
         value = values[i]
         for func in funcs:
             value = func(value, col, connection)
         values[i] = value
-    return model.from_db(connection.alias, None, values)
+    return model.from_db(connection.alias, loader.names, values)
 
 
-def load_each(row: tuple | list, *models: type[models.Model]) -> tuple[models.Model, ...]:
-    """One instance of each model from a row that selected ``columns(model, …)`` for each of
-    them, in this order (a join)."""
-    instances, start = [], 0
-    for model in models:
-        instances.append(load(model, row, start))
-        start += len(model._meta.concrete_fields)
-    return tuple(instances)
-
-
-def fetch_rows(sql: str, params: list) -> list[tuple]:
+def fetch_rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
-def first(model: type[M], sql: str, params: list) -> M | None:
+def first(model: type[M], sql: str, params: Sequence[Any]) -> M | None:
     """The first ``model`` instance ``sql`` (``SELECT {columns(model, a)} …``) finds, or None."""
     rows = fetch_rows(sql, params)
     return load(model, rows[0]) if rows else None

@@ -22,6 +22,11 @@ def env_str(name: str, default: str | None = None) -> str | None:
     return default if value is None or value == "" else value
 
 
+def env_path(name: str, default: Path) -> Path:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else Path(value)
+
+
 def env_bool(name: str, default: bool) -> bool:
     value = os.environ.get(name)
     if value is None or value == "":
@@ -51,7 +56,7 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-VAR_DIR = Path(env_str("PROACTWEB_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR = env_path("PROACTWEB_VAR_DIR", BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
@@ -232,7 +237,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STATIC_ROOT = env_path("STATIC_ROOT", BASE_DIR / "staticfiles")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -23,7 +23,7 @@ class AuditDecision(models.TextChoices):
     FAIL = "fail", "Fail"
 
 
-DECISION_KEYS = {AuditDecision.PASS: ("p",), AuditDecision.FAIL: ("f",)}
+DECISION_KEYS: dict[str, tuple[str, ...]] = {AuditDecision.PASS: ("p",), AuditDecision.FAIL: ("f",)}
 
 # The checklist (HALO-style scenario audit, SPEC 2.6 and 3): key → question.
 AUDIT_CHECKS = (

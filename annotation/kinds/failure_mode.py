@@ -21,7 +21,9 @@ from benchmark.models import Judgment, JudgmentState, TriggerType, Turn
 from benchmark.vocabulary import FAILURE_MODE_DEFINITIONS, FailureMode, Verdict
 
 # The modes' keys, in order (1–5).
-FAILURE_MODE_KEYS = {mode.value: (str(n),) for n, mode in enumerate(FailureMode, start=1)}
+FAILURE_MODE_KEYS: dict[str, tuple[str, ...]] = {
+    mode.value: (str(n),) for n, mode in enumerate(FailureMode, start=1)
+}
 
 
 class FailureModeAnswerForm(AnswerForm):
@@ -33,8 +35,8 @@ class FailureModeAnswerForm(AnswerForm):
     )
     keys = {"label": FAILURE_MODE_KEYS}
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict:
+        data = super().clean() or {}
         if data.get("label") == FailureMode.OTHER and not (data.get("note") or "").strip():
             self.add_error("note", "Note: describe the failure when you choose “Other”.")
         return data

@@ -40,7 +40,11 @@ class Case(models.TextChoices):
     TIE = "tie", "Tie"
 
 
-CHOICE_KEYS = {PairChoice.FIRST: ("1",), PairChoice.SECOND: ("2",), PairChoice.TIE: ("0", "t")}
+CHOICE_KEYS: dict[str, tuple[str, ...]] = {
+    PairChoice.FIRST: ("1",),
+    PairChoice.SECOND: ("2",),
+    PairChoice.TIE: ("0", "t"),
+}
 
 
 class PairwiseAnswerForm(AnswerForm):

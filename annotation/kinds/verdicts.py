@@ -10,7 +10,11 @@ from annotation.kinds.base import Shortcut
 from annotation.services.assignments import AnswerInput
 from benchmark.vocabulary import Verdict
 
-VERDICT_KEYS = {Verdict.PASS: ("p",), Verdict.PARTIAL: ("a",), Verdict.FAIL: ("f",)}
+VERDICT_KEYS: dict[str, tuple[str, ...]] = {
+    Verdict.PASS: ("p",),
+    Verdict.PARTIAL: ("a",),
+    Verdict.FAIL: ("f",),
+}
 
 
 def verdict_shortcut(what: str) -> Shortcut:

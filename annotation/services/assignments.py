@@ -76,15 +76,12 @@ def _lock_item(item_id: int) -> StudyItem:
 
 def _places_taken(item_id: int, now: datetime, *, excluding: int | None = None) -> int:
     """Places taken on the item — done assignments and running leases — ``excluding`` one."""
-    return (
-        Assignment.objects.filter(item_id=item_id)
-        .exclude(pk=excluding)
-        .filter(
-            Q(state=AssignmentState.DONE)
-            | Q(state=AssignmentState.LEASED, lease_expires_at__gt=now)
-        )
-        .count()
+    taken = Assignment.objects.filter(item_id=item_id).filter(
+        Q(state=AssignmentState.DONE) | Q(state=AssignmentState.LEASED, lease_expires_at__gt=now)
     )
+    if excluding is not None:
+        taken = taken.exclude(pk=excluding)
+    return taken.count()
 
 
 def _leased(rater: Rater) -> QuerySet[Assignment]:
@@ -162,23 +159,23 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
         return None
     skipped: list[int] = []
     while True:
-        item = sql.first_candidate(rater, now, skipped=skipped, wait=False)
-        if item is None:
+        candidate = sql.first_candidate(rater, now, skipped=skipped, wait=False)
+        if candidate is None:
             # Nothing unlocked. An item another rater's transaction holds at this instant
             # may still have room for this rater once that commits: wait for the first such
             # item rather than report "nothing left" too early — but never while holding
             # another item's lock (a lapsed lease's, above): two such waits could deadlock.
             if holds_an_item_lock:
                 return None
-            item = sql.first_candidate(rater, now, skipped=skipped, wait=True)
-            if item is None:
+            candidate = sql.first_candidate(rater, now, skipped=skipped, wait=True)
+            if candidate is None:
                 return None
         # Counted again now that the row is locked: the statement that locked it counted with
         # the snapshot it started from, which may predate a commit it then waited for.
-        taken = _places_taken(item.pk, now)
-        if taken < item.required_answers:
-            return _take(rater, item, now, holders=taken)
-        skipped.append(item.pk)
+        taken = _places_taken(candidate.pk, now)
+        if taken < candidate.required_answers:
+            return _take(rater, candidate, now, holders=taken)
+        skipped.append(candidate.pk)
 
 
 def assignment_current(*, rater: Rater) -> Assignment | None:

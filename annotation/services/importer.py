@@ -114,8 +114,11 @@ class PairwiseRating(_Rating):
     chosen_case: Literal["A", "B", "tie"]
 
 
-ITEM_MODELS = {"direct": DirectItem, "pairwise": PairwiseItem}
-RATING_MODELS = {"direct": DirectRating, "pairwise": PairwiseRating}
+ITEM_MODELS: dict[str, type[BaseModel]] = {"direct": DirectItem, "pairwise": PairwiseItem}
+RATING_MODELS: dict[str, type[DirectRating | PairwiseRating]] = {
+    "direct": DirectRating,
+    "pairwise": PairwiseRating,
+}
 
 
 @dataclass
@@ -209,7 +212,7 @@ def _case(rating: PairwiseRating) -> str:
 def _dialogues(kind: str, items: list[dict]) -> dict[str, int]:
     """item_id → dialogue id, where the corpus holds the item's dialogue (one query)."""
     uuids = {i.get("uuid") or str(i.get("dialogue_id", "")).split("__")[0] for i in items}
-    known = {
+    known: dict[tuple[object, object, object], int] = {
         (uuid, scenario, style): pk
         for pk, uuid, scenario, style in Dialogue.objects.filter(uuid__in=uuids).values_list(
             "pk", "uuid", "scenario__key", "style__index"
@@ -297,8 +300,8 @@ def _write(kind, name, items_name, ratings_names, records, rows, imported_by) ->
             completed_at=last.timestamp,
         )
     Assignment.objects.bulk_create(assignments.values())
-    answers = []
-    live = Counter()
+    answers: list[Answer] = []
+    live: Counter[str] = Counter()
     for (item_id, rater_id), group in grouped.items():
         for position, row in enumerate(group):
             rating = row.rating
@@ -341,7 +344,7 @@ def _display(rating) -> dict:
 
 
 def _details(rating, row: _Row) -> dict:
-    details = {"source": {"file": row.source, "line": row.line}}
+    details: dict[str, object] = {"source": {"file": row.source, "line": row.line}}
     if isinstance(rating, PairwiseRating):
         details["choice"] = {"left": "1", "right": "2", "tie": "tie"}[rating.choice_side]
         details["ab_swap"] = rating.ab_swap

@@ -16,8 +16,9 @@ import secrets
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from annotation import kinds
@@ -34,7 +35,7 @@ from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndp
 
 # Words that would tell an annotator which condition a reply comes from.
 CONDITION_WORDS = ("vanilla", "rubric-injected", "rubric_injected", "rubric injected")
-NAME_MAX_CHARS = Study._meta.get_field("name").max_length
+NAME_MAX_CHARS = cast(int, Study._meta.get_field("name").max_length)
 INSTRUCTIONS_MAX_CHARS = 10_000  # shown above every item: a page, not a book
 LEASE_MAX_MINUTES = 24 * 60
 MAX_ITEMS = 1_000_000
@@ -64,12 +65,12 @@ class StudyHasAnswers(Exception):
 class StudySpec:
     kind: str
     name: str
-    annotators: Sequence[AbstractBaseUser]
+    annotators: Sequence[User]
     instructions: str = ""
     overlap: int = 2
     reason_required: bool = False
     lease_minutes: int = 30
-    adjudicators: Sequence[AbstractBaseUser] = ()
+    adjudicators: Sequence[User] = ()
     # The selection.
     run: EvaluationRun | None = None
     endpoints: Sequence[ModelEndpoint] = ()  # empty: every model of the run
@@ -231,7 +232,7 @@ def _check_blinding(spec: StudySpec, drafts: list[ItemDraft], errors) -> None:
 
 
 @transaction.atomic
-def study_create(*, spec: StudySpec, created_by: AbstractBaseUser | None = None) -> Study:
+def study_create(*, spec: StudySpec, created_by: User | None = None) -> Study:
     """Create a study, its raters and items (all or nothing). See ``check_study_spec``."""
     drafts, gold = check_study_spec(spec)
     kind = kinds.get(spec.kind)
@@ -313,7 +314,7 @@ def study_create(*, spec: StudySpec, created_by: AbstractBaseUser | None = None)
 
 @transaction.atomic
 def rater_exclusion_set(
-    *, rater: Rater, excluded: bool, by: AbstractBaseUser, reason: str = ""
+    *, rater: Rater, excluded: bool, by: User, reason: str = ""
 ) -> RaterExclusion | None:
     """Exclude a rater from the study's statistics, or include them again. Recorded every
     time (who, when, why); a no-op when the rater is already in that state."""
@@ -328,7 +329,7 @@ def rater_exclusion_set(
 
 
 @transaction.atomic
-def study_archive(*, study: Study, by: AbstractBaseUser | None) -> StudyArchiveEvent | None:
+def study_archive(*, study: Study, by: User | None) -> StudyArchiveEvent | None:
     """Archive the study: closed to annotators (no new item, no answer, no undo), off their
     home page and the staff's study list, still read by the statistics. Recorded (who, when,
     the status it had); a no-op returning None when it is already archived. Locks the study's
@@ -345,7 +346,7 @@ def study_archive(*, study: Study, by: AbstractBaseUser | None) -> StudyArchiveE
 
 
 @transaction.atomic
-def study_unarchive(*, study: Study, by: AbstractBaseUser | None) -> StudyArchiveEvent | None:
+def study_unarchive(*, study: Study, by: User | None) -> StudyArchiveEvent | None:
     """Undo ``study_archive``: the study gets back the status it had when it was archived
     (open or closed). Recorded; a no-op returning None when it is not archived. Same lock."""
     locked = Study.objects.select_for_update().get(pk=study.pk)

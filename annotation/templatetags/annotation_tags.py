@@ -1,9 +1,10 @@
 from dataclasses import dataclass
 from functools import lru_cache
 from html import escape
+from typing import cast
 
 from django import template
-from django.forms import BoundField
+from django.forms import BoundField, ChoiceField
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -29,7 +30,9 @@ def radios(field: BoundField) -> tuple[Radio, ...]:
     time (the annotation load benchmark, bench/README.md). Same markup as Django's."""
     chosen = field.value()
     chosen = {str(v) for v in chosen} if isinstance(chosen, list | tuple) else {str(chosen)}
-    choices = tuple((str(value), str(label)) for value, label in field.field.choices)
+    choice_field = cast(ChoiceField, field.field)
+    options = cast(list[tuple[object, object]], choice_field.choices)  # normalised by Django
+    choices = tuple((str(value), str(label)) for value, label in options)
     keys = getattr(field.form, "keys", {}).get(field.name, {})
     return _radios(
         field.html_name,

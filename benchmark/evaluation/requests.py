@@ -8,9 +8,11 @@ never the persona, the style or the hidden goal (SPEC 2.2).
 
 import hashlib
 import json
+from collections.abc import Sequence
+from typing import Protocol
 
 from benchmark.curation.prompts import load_prompt
-from benchmark.models import Condition, EvaluationUnit, ModelEndpoint, Trigger, Turn
+from benchmark.models import Condition, EvaluationUnit, ModelEndpoint, Turn
 from benchmark.providers.base import ChatMessage, ChatRequest, ReplayKey
 from benchmark.providers.factory import ENDPOINT_SETTINGS
 
@@ -21,7 +23,30 @@ def sampling_params(endpoint: ModelEndpoint) -> dict:
     return {k: v for k, v in endpoint.default_params.items() if k not in ENDPOINT_SETTINGS}
 
 
-def conversation_until(trigger: Trigger, turns: list[Turn]) -> tuple[ChatMessage, ...]:
+class TurnText(Protocol):
+    """What the history reads of a turn (a ``Turn``, or a row of one)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def user_message(self) -> str: ...
+    @property
+    def assistant_response(self) -> str: ...
+
+
+class TurnIndex(Protocol):
+    @property
+    def index(self) -> int: ...
+
+
+class TriggerAt(Protocol):
+    """What the history reads of a trigger: where it is (``trigger.turn.index``)."""
+
+    @property
+    def turn(self) -> TurnIndex: ...
+
+
+def conversation_until(trigger: TriggerAt, turns: Sequence[TurnText]) -> tuple[ChatMessage, ...]:
     """The frozen history: every earlier turn in full, then the trigger turn's user message."""
     messages: list[ChatMessage] = []
     for turn in turns:

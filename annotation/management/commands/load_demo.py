@@ -77,7 +77,7 @@ class Command(BaseCommand):
             if group:
                 user.groups.add(Group.objects.get(name=group))
             users[username] = user
-            role = "admin" if is_staff else group.lower()
+            role = "admin" if is_staff or group is None else group.lower()
             self.stdout.write(f"  {role:<11} {username} / {password}")
         created = demo_studies_load(
             run=run,
