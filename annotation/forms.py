@@ -39,10 +39,10 @@ LARGEST_ID = 2**63 - 1
 
 
 class ModelIdsField(forms.ModelMultipleChoiceField):
-    """A multiple choice of rows by id. A value no id can be is refused before the query (a
-    400-digit number made the ``IN`` lookup raise OverflowError on SQLite: a 500), and an id
-    in other digits (Arabic-Indic, full-width) is read as the number it writes, as Django's
-    single-choice and integer fields read it, rather than refused as an unknown choice."""
+    """A multiple choice of rows by id. A value no 64-bit id can be is refused before the
+    query (SQLite's ``IN`` lookup raises OverflowError on it), and an id in other digits
+    (Arabic-Indic, full-width) is read as the number it writes, as Django's single-choice and
+    integer fields read it, rather than refused as an unknown choice."""
 
     def _check_values(self, value):
         ids = []

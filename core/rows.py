@@ -1,10 +1,7 @@
-"""Model instances from plain SQL, for the few statements every request runs.
-
-On the annotation hot path (and the session and user every request loads), Django spent longer
-composing the equivalent querysets than the database spent running them (bench/README.md, the
-annotation load benchmark). These helpers keep the rest of the ORM's behaviour: a statement
-selects ``columns(Model, alias)`` and ``load`` turns its row into the instance the ORM would
-have built. Only table names and fixed fragments are ever formatted into a statement; every
+"""Model instances from the rows of a plain SQL statement (the apps' ``sql.py``: only what
+the ORM cannot say). A statement selects ``columns(Model, alias)`` and ``load`` turns its row
+into the instance the ORM would have built: every field's converter applied, ``_state`` set,
+no query. Only table names and fixed fragments are ever formatted into a statement; every
 value is a parameter.
 """
 
