@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmark.vocabulary import FAILURE_MODES
+from benchmark.vocabulary import FAILURE_MODES, FailureMode
 from stats import charts, selectors
 from stats.compute.failure_modes import POOLED, FailureModeRow, failure_mode_table
 from stats.tables.base import STUDY, Built, Cell, Column, Display, Table, TableSpec, register
 
 NAME = "failure-modes"
-LABELS = {m: m.replace("_", " ").capitalize() for m in FAILURE_MODES}
+LABELS = {mode.value: mode.label for mode in FailureMode}
 CHART_CATEGORIES = [(m, LABELS[m], f"mode-{i}") for i, m in enumerate(FAILURE_MODES)]
 
 COLUMNS = (
