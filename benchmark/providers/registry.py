@@ -11,10 +11,11 @@ A leaf module: it imports no SDK and no model, because ``benchmark.models`` impo
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from core.registry import Registry
 
 if TYPE_CHECKING:
     from benchmark.providers.base import ChatProvider
@@ -58,12 +59,7 @@ class ProviderSpec:
     offline: bool = False
 
 
-_specs: dict[str, ProviderSpec] = {}
-
-
-def register(spec: ProviderSpec) -> ProviderSpec:
-    """Add ``spec`` under its key. A key registered twice is an error: which would an endpoint
-    mean?"""
+def _check(spec: ProviderSpec) -> None:
     if not _KEY_PATTERN.match(spec.key) or len(spec.key) > KEY_MAX_LENGTH:
         raise ValueError(
             f"provider key {spec.key!r} must be lower-case letters, digits and hyphens, "
@@ -71,30 +67,16 @@ def register(spec: ProviderSpec) -> ProviderSpec:
         )
     if spec.offline and spec.needs_api_key:
         raise ValueError(f"provider {spec.key!r} is offline and so cannot need an API key")
-    if spec.key in _specs:
-        raise ValueError(f"provider key {spec.key!r} is already registered")
-    _specs[spec.key] = spec
-    return spec
 
 
-def unregister(key: str) -> None:
-    """Remove a registration (tests; see ``registered``)."""
-    del _specs[key]
-
-
-@contextmanager
-def registered(spec: ProviderSpec) -> Iterator[ProviderSpec]:
-    """``spec`` registered for the duration of a ``with`` block: how tests add a toy provider
-    without leaking it into other tests."""
-    register(spec)
-    try:
-        yield spec
-    finally:
-        unregister(spec.key)
+PROVIDERS: Registry[ProviderSpec] = Registry("provider key", key=lambda s: s.key, check=_check)
+register = PROVIDERS.register
+unregister = PROVIDERS.unregister
+registered = PROVIDERS.registered
 
 
 def lookup(key: str) -> ProviderSpec | None:
-    return _specs.get(key)
+    return PROVIDERS.find(key)
 
 
 def choices() -> list[tuple[str, str]]:
@@ -102,5 +84,5 @@ def choices() -> list[tuple[str, str]]:
     module was imported first. Django reads it lazily (``choices=<callable>``), and migrations
     keep only this function's path, so registering a provider needs no migration."""
     return sorted(
-        ((spec.key, spec.label) for spec in _specs.values()), key=lambda c: c[1].casefold()
+        ((spec.key, spec.label) for spec in PROVIDERS.all()), key=lambda c: c[1].casefold()
     )

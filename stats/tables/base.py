@@ -20,12 +20,13 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+from core.registry import Registry
 
 if TYPE_CHECKING:
     from stats.charts import Chart
@@ -199,7 +200,6 @@ class TableSpec:
 # --- The registry -----------------------------------------------------------------------------
 
 SLUG = re.compile(r"[-a-zA-Z0-9_]+")
-_REGISTRY: dict[str, TableSpec] = {}
 
 
 class UnknownTable(LookupError):
@@ -224,39 +224,15 @@ def _check(spec: TableSpec) -> None:
             raise ValueError(f"table {spec.name}, {cell.header}: no column {', '.join(missing)}")
 
 
-def register(spec: TableSpec) -> TableSpec:
-    """Add ``spec`` to the tables served everywhere; its name must be new."""
-    _check(spec)
-    if spec.name in _REGISTRY:
-        raise ValueError(f"a table named {spec.name!r} is registered already")
-    _REGISTRY[spec.name] = spec
-    return spec
-
-
-def unregister(name: str) -> None:
-    del _REGISTRY[name]
-
-
-@contextmanager
-def registered(*specs: TableSpec) -> Iterator[None]:
-    """The tables ``specs`` registered for the duration of the block (tests)."""
-    done = []
-    try:
-        for spec in specs:
-            done.append(register(spec).name)
-        yield
-    finally:
-        for name in done:
-            unregister(name)
-
-
-def get(name: str) -> TableSpec:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownTable(f"unknown table {name!r} (one of {', '.join(_REGISTRY)})") from None
+TABLES: Registry[TableSpec] = Registry(
+    "table", key=lambda spec: spec.name, check=_check, unknown=UnknownTable
+)
+register = TABLES.register
+unregister = TABLES.unregister
+registered = TABLES.registered
+get = TABLES.get
 
 
 def all_specs() -> tuple[TableSpec, ...]:
     """Every registered table, in registration order (the dashboard's order of panels)."""
-    return tuple(_REGISTRY.values())
+    return TABLES.all()
