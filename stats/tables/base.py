@@ -23,7 +23,7 @@ import string
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from stats.charts import Chart
     from stats.selectors import TableRequest
 
-RUN = "run"
-STUDY = "study"
+RUN: Final = "run"
+STUDY: Final = "study"
 Needs = Literal["run", "study"]
 
 
