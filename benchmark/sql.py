@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
+from django.db.models import Field
 
 from benchmark.models import EvaluationUnit, UnitState
 
@@ -26,7 +27,7 @@ def units_update_owned(
     if not rows:
         return
     quote = connection.ops.quote_name
-    columns = [EvaluationUnit._meta.get_field(name).column for name in fields]
+    columns = [_column(name) for name in fields]
     assignments = ", ".join(f"{quote(column)} = %s" for column in columns)
     with connection.cursor() as cursor:
         cursor.executemany(
@@ -34,3 +35,10 @@ def units_update_owned(
             "WHERE id = %s AND claim_token = %s AND state = %s",
             [(*row, claim_token, UnitState.RUNNING) for row in rows],
         )
+
+
+def _column(name: str) -> str:
+    field = EvaluationUnit._meta.get_field(name)
+    if not isinstance(field, Field):
+        raise ValueError(f"EvaluationUnit.{name} is a relation, not a column")
+    return field.column

@@ -4,13 +4,14 @@ from django.shortcuts import render
 
 from benchmark import selectors
 from benchmark.forms import DialogueFilterForm
+from core.http import HtmxHttpRequest
 from core.roles import staff_like_required
 
 PAGE_SIZE = 50
 
 
 @staff_like_required
-def dialogue_list(request: HttpRequest) -> HttpResponse:
+def dialogue_list(request: HtmxHttpRequest) -> HttpResponse:
     form = DialogueFilterForm(request.GET or None)
     filters = form.to_filters() if form.is_valid() else selectors.DialogueFilters()
     page = Paginator(selectors.dialogue_list(filters=filters), PAGE_SIZE).get_page(

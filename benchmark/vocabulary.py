@@ -11,18 +11,24 @@ them as they are.
 from enum import EnumType, StrEnum
 
 
+def _members(cls: EnumType) -> list["Vocabulary"]:
+    # Only Vocabulary's classes are made by _VocabularyType, but inside the metaclass mypy
+    # cannot tell what iterating one yields; the annotation says it.
+    return list(cls)
+
+
 class _VocabularyType(EnumType):
     @property
     def values(cls) -> list[str]:
-        return [member.value for member in cls]
+        return [member.value for member in _members(cls)]
 
     @property
     def labels(cls) -> list[str]:
-        return [member.label for member in cls]
+        return [member.label for member in _members(cls)]
 
     @property
     def choices(cls) -> list[tuple[str, str]]:
-        return [(member.value, member.label) for member in cls]
+        return [(member.value, member.label) for member in _members(cls)]
 
 
 class Vocabulary(StrEnum, metaclass=_VocabularyType):
@@ -45,7 +51,8 @@ class Verdict(Vocabulary):
     FAIL = "FAIL", "Fail"
 
 
-VERDICT_SCORES = {Verdict.PASS: 1.0, Verdict.PARTIAL: 0.5, Verdict.FAIL: 0.0}
+# Keyed by str: stored verdicts are read back as plain strings (a Verdict is its string).
+VERDICT_SCORES: dict[str, float] = {Verdict.PASS: 1.0, Verdict.PARTIAL: 0.5, Verdict.FAIL: 0.0}
 
 # Worst to best: the order an ordinal statistic reads verdicts in, and each verdict's code in
 # the statistics' arrays (FAIL = 0, PARTIAL = 1, PASS = 2; the score is code / 2).

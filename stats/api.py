@@ -7,6 +7,9 @@ pages.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -51,7 +54,7 @@ class TableCSVRenderer(BaseRenderer):
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if isinstance(data, dict) and "columns" in data and "rows" in data:
             names = data["columns"]
-            rows = ([row.get(n) for n in names] for row in data["rows"])
+            rows: Iterable[list[Any]] = ([row.get(n) for n in names] for row in data["rows"])
         else:
             names, rows = ["detail"], [[str(data.get("detail", data))]]
         return "".join(exports.csv_chunks(names, rows)).encode("utf-8")
@@ -143,7 +146,7 @@ ERROR_RESPONSES = {
 """The error responses every operation can give (documented, so clients and the schema test
 know them)."""
 
-_FIELD = {
+_FIELD: dict[str, Callable[[str], serializers.Field]] = {
     "str": lambda help_text: serializers.CharField(help_text=help_text, allow_null=True),
     "int": lambda help_text: serializers.IntegerField(help_text=help_text, allow_null=True),
     "float": lambda help_text: serializers.FloatField(help_text=help_text, allow_null=True),
@@ -193,7 +196,9 @@ def _schema_view(spec: tables.TableSpec):
         tags=["statistics"],
     )(get)
     name = f"{spec.name.title().replace('-', '')}TableView"
-    return type(name, (TableView,), {"get": get}).as_view()
+    # mypy types a class made by type() as plain ``type``: the cast names its base.
+    view_class = cast("type[TableView]", type(name, (TableView,), {"get": get}))
+    return view_class.as_view()
 
 
 def table_operations(endpoints):

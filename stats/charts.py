@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 WIDTH = 640
 LABEL_W = 170
@@ -47,7 +48,8 @@ class Chart:
         self.shapes.append(Shape(kind, **fields))
 
 
-def _ok(value: float | None) -> bool:
+def _ok(value: float | None) -> TypeGuard[float]:
+    # TypeGuard, not TypeIs: a NaN is a float that is still not a value.
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -169,7 +171,7 @@ def stacked_shares(
     for i, (row_label, shares) in enumerate(rows):
         y = TOP + i * ROW_H
         chart.add("text", x=LABEL_W - 8, y=y + 15, text=row_label, css="label", anchor="end")
-        x = LABEL_W
+        x: float = LABEL_W
         for key, share in shares:
             if not _ok(share) or share <= 0:
                 continue

@@ -105,8 +105,11 @@ def panel_rows(display: tables.Display, table: tables.Table) -> list[PanelRow]:
     return out
 
 
-def _query(request: selectors.TableRequest) -> dict:
-    query = {"verdicts": request.verdicts.label, "condition": str(request.condition)}
+def _query(request: selectors.TableRequest) -> dict[str, str | int]:
+    query: dict[str, str | int] = {
+        "verdicts": request.verdicts.label,
+        "condition": str(request.condition),
+    }
     if request.run is not None:
         query["run"] = request.run.pk
     if request.study is not None:

@@ -34,7 +34,9 @@ class DashboardFilterForm(forms.Form):
         self.selected_run = self._selected_run(data)
         self.selected_study = self._selected_study(data)
         judges = selectors.run_judge_names(self.selected_run) if self.selected_run else []
-        self.fields["verdicts"].choices = [
+        verdicts = self.fields["verdicts"]  # this form's own copy, safe to change
+        assert isinstance(verdicts, forms.ChoiceField)
+        verdicts.choices = [
             ("primary", "Primary judge"),
             ("adjudicated", "Adjudicated (else primary)"),
             *((name, f"Judge: {name}") for name in judges),

@@ -240,8 +240,8 @@ def preference_judgements(
             PreferenceRecord(
                 item_id=str(answer.item_id),
                 annotator_id=data.names[answer.rater_id],
-                choice=CASE_CHOICES[answer.label],
-                injected_on_left=bool(answer.order) and answer.order[0] == Case.B,
+                choice=CASE_CHOICES[Case(answer.label)],
+                injected_on_left=bool(answer.order and answer.order[0] == Case.B),
                 seconds=answer.seconds,
                 vanilla_verdict=item.judge_label,
             )

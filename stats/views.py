@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from core.http import HtmxHttpRequest
 from core.roles import staff_like_required
 from stats import dashboard as dashboard_panels
 from stats import tables
@@ -14,7 +15,7 @@ from stats.services import ScoresImportError, benchmark_scores_import
 
 
 @staff_like_required
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     form = DashboardFilterForm(request.GET or None)
     table_request = form.to_request()
     study = form.selected_study

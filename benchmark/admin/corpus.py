@@ -1,3 +1,7 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import Count
@@ -21,6 +25,9 @@ from benchmark.models import (
     Trigger,
     Turn,
 )
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 
 @admin.register(Domain)
@@ -100,6 +107,10 @@ class HasFindingsFilter(admin.SimpleListFilter):
         return queryset
 
 
+class _TriggerCount(TypedDict):
+    n_triggers: int  # DialogueAdmin.get_queryset's annotation
+
+
 @admin.register(Dialogue)
 class DialogueAdmin(admin.ModelAdmin):
     list_display = (
@@ -124,7 +135,7 @@ class DialogueAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(n_triggers=Count("turns__trigger"))
 
     @admin.display(description="triggers", ordering="n_triggers")
-    def trigger_count(self, obj: Dialogue) -> int:
+    def trigger_count(self, obj: WithAnnotations[Dialogue, _TriggerCount]) -> int:
         return obj.n_triggers
 
     @admin.display(description="findings")

@@ -44,7 +44,7 @@ def _enqueue_after_commit(task, run_id: int) -> None:
     transaction.on_commit(lambda: task.delay(run_id))
 
 
-def _audit(request: HttpRequest, run: EvaluationRun, action: str, note: str = "") -> None:
+def _audit(request: HttpRequest, run: EvaluationRun, action: AuditAction, note: str = "") -> None:
     run_service.run_audit_record(
         run=run, action=action, via=AuditVia.ADMIN, actor=request.user, note=note
     )
@@ -62,7 +62,8 @@ class EvaluationRunForm(forms.ModelForm):
         fields = [*RUN_DEFINITION, "lease_seconds", "notes"]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         judges, primary = data.get("judges"), data.get("primary_judge")
         if primary and judges is not None and primary not in judges:
             self.add_error("primary_judge", "The primary judge must be one of the judges.")

@@ -63,7 +63,11 @@ def _extension(dialogue: Dialogue, turns: list[Turn], anchors: list[Anchor]) -> 
     }
     if anchors:
         extension["anchors"] = [
-            {"key": a.key, "text": a.text, "turn": turn_index.get(a.disclosed_in_id)}
+            {
+                "key": a.key,
+                "text": a.text,
+                "turn": None if a.disclosed_in_id is None else turn_index.get(a.disclosed_in_id),
+            }
             for a in anchors
         ]
         extension["trigger_anchors"] = trigger_anchors

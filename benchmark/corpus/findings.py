@@ -105,11 +105,11 @@ def protocol_findings(
         if not isinstance(planner, dict) or "is_trigger_point" not in planner:
             continue
         says_trigger = planner.get("is_trigger_point") is True
-        trig = trigger_by_turn.get(turn)
+        planned = trigger_by_turn.get(turn)
         planner_rubric = planner.get("evaluation_rubric")
         planner_type = planner_rubric.get("type") if isinstance(planner_rubric, dict) else None
-        if says_trigger != (trig is not None) or (
-            trig is not None and planner_type not in (None, trig.type)
+        if says_trigger != (planned is not None) or (
+            planned is not None and planner_type not in (None, planned.type)
         ):
             found.append(
                 Finding(
@@ -118,7 +118,7 @@ def protocol_findings(
                     f"$.turn_records[{turn - 1}].planner.is_trigger_point",
                     f"turn {turn}: planner says "
                     f"{'trigger ' + str(planner_type) if says_trigger else 'no trigger'}, "
-                    f"trigger_points say {trig.type if trig else 'no trigger'}",
+                    f"trigger_points say {planned.type if planned else 'no trigger'}",
                 )
             )
 

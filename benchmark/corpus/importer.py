@@ -104,6 +104,7 @@ def corpus_import(
                 if line_errors:
                     record_errors(line_errors)
                     continue
+                assert parsed is not None  # parse_dialogue gives errors whenever it gives None
                 summary.dialogues += 1
                 summary.findings_by_code.update(f.code for f in parsed.findings)
                 summary.dialogues_with_findings += bool(parsed.findings)

@@ -240,9 +240,8 @@ class _Call:
     job: _Job
     endpoint: ModelEndpoint
     request: ChatRequest
-    purpose: str
+    purpose: CallPurpose  # a JUDGMENT call is made to its judge: the endpoint
     key: str
-    judge: ModelEndpoint | None = None
 
 
 # Tasks on the loop must be referenced until they finish (the loop keeps only weak references).
@@ -374,20 +373,18 @@ class _Batch:
 
     def _judge_call(self, job: _Job, judge: ModelEndpoint) -> None:
         request = judge_request(job.unit, job.turns, judge, rejected=job.rejected.get(judge.pk, ()))
-        self._call(job, judge, request, CallPurpose.JUDGMENT, judge=judge)
+        self._call(job, judge, request, CallPurpose.JUDGMENT)
 
     def _call(
         self,
         job: _Job,
         endpoint: ModelEndpoint,
         request: ChatRequest,
-        purpose: str,
-        *,
-        judge: ModelEndpoint | None = None,
+        purpose: CallPurpose,
     ) -> None:
         key = cache_key(endpoint, request, sample_index=job.unit.sample_index, salt=job.salt)
         job.outstanding += 1
-        self.ready.append(_Call(job, endpoint, request, purpose, key, judge))
+        self.ready.append(_Call(job, endpoint, request, purpose, key))
 
     # -- making calls --
 
@@ -412,7 +409,7 @@ class _Batch:
         submit: list[tuple[_Call, ChatProvider | None, ProviderError | None]] = []
         for call in live:
             if call.key in hits:
-                self._resolve(call, hits[call.key], None)
+                self._resolve(call, hits[call.key])
             elif call.key in claimed:
                 claimed.discard(call.key)  # the same request twice in a batch: made once
                 try:
@@ -466,22 +463,22 @@ class _Batch:
             return bugs
         try:
             for call, result, error, _ in items:
-                self._resolve(call, result, error)
+                self._resolve(call, result if error is None else error)
         except Exception as exc:
             return [exc]
         return []
 
-    def _resolve(self, call: _Call, result: ChatResult | None, error: ProviderError | None) -> None:
+    def _resolve(self, call: _Call, outcome: ChatResult | ProviderError) -> None:
         job = call.job
         job.outstanding -= 1
-        if error is not None:
-            job.error = job.error or str(error)
+        if isinstance(outcome, ProviderError):
+            job.error = job.error or str(outcome)
         elif job.error or job.stopped:
             pass  # its result is cached; a later run of the unit will use it
         elif call.purpose == CallPurpose.REPLY:
-            self._replied(job, result)
+            self._replied(job, outcome)
         else:
-            self._judged(call, result.text)
+            self._judged(call, outcome.text)
         if job.outstanding == 0 and not job.finished:
             self._finish(job)
 
@@ -499,7 +496,7 @@ class _Batch:
         self._start_judging(job)
 
     def _judged(self, call: _Call, raw: str) -> None:
-        job, judge = call.job, call.judge
+        job, judge = call.job, call.endpoint
         tries = job.tries[judge.pk] = job.tries.get(judge.pk, 0) + 1
         try:
             parsed = parse_judge_output(raw, reply=job.unit.reply)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -17,20 +18,25 @@ from django.utils import timezone
 
 from benchmark.models import CallInFlight
 
+if TYPE_CHECKING:
+    import redis
+
 _PREFIX = "proactbench:inflight:"
 
 
 @functools.cache
-def _redis():
+def _redis(url: str) -> redis.Redis:
     import redis
 
-    return redis.Redis.from_url(settings.REDIS_URL)
+    return redis.Redis.from_url(url)
 
 
 def claim(key: str, *, lease_s: int) -> bool:
     """Become the one worker making this call (or take over an expired claim)."""
     if settings.REDIS_URL:
-        return bool(_redis().set(_PREFIX + key, b"1", nx=True, ex=max(1, lease_s)))
+        return bool(
+            _redis(settings.REDIS_URL).set(_PREFIX + key, b"1", nx=True, ex=max(1, lease_s))
+        )
     now = timezone.now()
     expires = now + timedelta(seconds=lease_s)
     try:
@@ -46,7 +52,7 @@ def claim(key: str, *, lease_s: int) -> bool:
 
 def release(key: str) -> None:
     if settings.REDIS_URL:
-        _redis().delete(_PREFIX + key)
+        _redis(settings.REDIS_URL).delete(_PREFIX + key)
     else:
         CallInFlight.objects.filter(key=key).delete()
 
@@ -57,7 +63,7 @@ def claim_many(keys: list[str], *, lease_s: int) -> set[str]:
     if not keys:
         return set()
     if settings.REDIS_URL:
-        pipe = _redis().pipeline(transaction=False)
+        pipe = _redis(settings.REDIS_URL).pipeline(transaction=False)
         for key in keys:
             pipe.set(_PREFIX + key, b"1", nx=True, ex=max(1, lease_s))
         return {key for key, won in zip(keys, pipe.execute(), strict=True) if won}
@@ -68,6 +74,6 @@ def release_many(keys: list[str]) -> None:
     if not keys:
         return
     if settings.REDIS_URL:
-        _redis().delete(*(_PREFIX + key for key in keys))
+        _redis(settings.REDIS_URL).delete(*(_PREFIX + key for key in keys))
     else:
         CallInFlight.objects.filter(key__in=keys).delete()

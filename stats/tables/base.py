@@ -22,7 +22,7 @@ import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
 
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from stats.charts import Chart
     from stats.selectors import TableRequest
 
-RUN = "run"
-STUDY = "study"
+RUN: Final = "run"
+STUDY: Final = "study"
 Needs = Literal["run", "study"]
 
 

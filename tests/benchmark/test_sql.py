@@ -74,3 +74,10 @@ def test_datetimes_and_errors_are_written_as_the_orm_writes_them():
     )
     unit.refresh_from_db()
     assert (unit.state, unit.error, unit.finished_at) == (UnitState.ERROR, "vendor said no", when)
+
+
+def test_a_field_with_no_column_is_refused_before_any_statement():
+    build_run(dialogues=1)
+    unit = EvaluationUnit.objects.order_by("pk").first()
+    with pytest.raises(ValueError, match="judgments is a relation"):
+        units_update_owned(fields=("judgments",), rows=[("x", unit.pk)], claim_token="t")

@@ -92,7 +92,7 @@ class Command(BaseCommand):
             return
         self._watch(run)
 
-    def _audit(self, run: EvaluationRun, action: str) -> None:
+    def _audit(self, run: EvaluationRun, action: AuditAction) -> None:
         try:
             who = getpass.getuser()
         except (KeyError, OSError):  # no name for this uid (e.g. in a container)
