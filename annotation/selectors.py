@@ -56,8 +56,8 @@ FLAG_MIN_ANSWERS = 10
 
 def rater_for(*, user, study_id: int) -> Rater:
     """The user's place in the study, with the study, or 404 (not a rater there, or no such
-    study)."""
-    rater = Rater.objects.select_related("study").filter(study_id=study_id, user=user).first()
+    study). One statement (``sql.rater_with_study``): every annotator request starts here."""
+    rater = sql.rater_with_study(user_id=user.pk, study_id=study_id)
     if rater is None:
         raise Http404("No such study for you.")
     return rater
@@ -65,12 +65,9 @@ def rater_for(*, user, study_id: int) -> Rater:
 
 def assignment_for(*, user, study_id: int, token: str) -> Assignment:
     """The user's own assignment on the item with this token in this study, with its rater,
-    study and item, or 404 (not their item, not their study, no such thing)."""
-    assignment = (
-        Assignment.objects.select_related("rater__study", "item")
-        .filter(rater__study_id=study_id, rater__user=user, item__token=token)
-        .first()
-    )
+    study and item, or 404 (not their item, not their study, no such thing). One statement,
+    as ``rater_for``."""
+    assignment = sql.assignment_with_item(user_id=user.pk, study_id=study_id, token=token)
     if assignment is None:
         raise Http404("No such item for you.")
     return assignment
@@ -141,13 +138,9 @@ class Progress:
 
 def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
     """Done, time spent and (``with_left``) what is left: the one figure that counts the
-    study's open items, so the workspace asks for it only between items. Done and time are
-    read from the rater's done assignments outwards (their index); an assignment has at most
-    one live answer."""
-    figures = Assignment.objects.filter(rater=rater, state=AssignmentState.DONE).aggregate(
-        done=Count("id", distinct=True),
-        seconds=Sum("answers__time_on_item_s", filter=Q(answers__retracted_at__isnull=True)),
-    )
+    study's open items, so the workspace asks for it only between items (done and time:
+    ``sql.done_and_seconds``, on every request)."""
+    done, seconds = sql.done_and_seconds(rater.pk)
     left = None
     if with_left:
         left = (
@@ -156,7 +149,7 @@ def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
             .values_list("left", flat=True)
             .get()
         )
-    return Progress(done=figures["done"], left=left, seconds=figures["seconds"] or 0.0)
+    return Progress(done=done, left=left, seconds=seconds)
 
 
 def last_answer(*, rater: Rater) -> Answer | None:

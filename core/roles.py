@@ -4,14 +4,17 @@
 - Researcher: reads the corpus, results and statistics; creates studies.
 - Admin (``is_staff``): everything, including the Django admin.
 
-"Staff-like" (admin or researcher) is the bar for corpus pages and, later, study management.
+"Staff-like" (admin or researcher) is the bar for the corpus pages, study management and the
+statistics.
 """
 
+from collections.abc import Callable
 from functools import wraps
+from typing import Any, TypeVar, cast
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
 
 ANNOTATOR = "Annotator"
@@ -48,18 +51,21 @@ def is_staff_like(user) -> bool:
     return is_admin(user) or is_researcher(user)
 
 
-def staff_like_required(view):
+View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+def staff_like_required(view: View) -> View:
     """Login required; then 404 for anyone who is not staff-like, so that annotators cannot even
     learn which staff URLs exist."""
 
     @login_required
     @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs):
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not is_staff_like(request.user):
             raise Http404("Not found")
         return view(request, *args, **kwargs)
 
-    return wrapped
+    return cast(View, wrapped)
 
 
 def role_context(request: HttpRequest) -> dict[str, object]:

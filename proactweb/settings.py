@@ -211,7 +211,8 @@ AUTH_PASSWORD_VALIDATORS = [
 # unless it passes the client's on: then it is the username alone that is throttled.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, its user read in one plain statement (core/sql.py).
+    "core.auth.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
@@ -221,6 +222,8 @@ AXES_USERNAME_CALLABLE = "core.login_throttling.throttled_username"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 
+# Django's database sessions, read in one plain statement (core/sql.py).
+SESSION_ENGINE = "core.sessions"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -29,7 +29,6 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from annotation import kinds, sql
@@ -72,25 +71,6 @@ class SubmitResult:
 
 def _lock_item(item_id: int) -> StudyItem:
     return StudyItem.objects.select_for_update().get(pk=item_id)
-
-
-def _places_taken(item_id: int, now: datetime, *, excluding: int | None = None) -> int:
-    """Places taken on the item — done assignments and running leases — ``excluding`` one."""
-    taken = Assignment.objects.filter(item_id=item_id).filter(
-        Q(state=AssignmentState.DONE) | Q(state=AssignmentState.LEASED, lease_expires_at__gt=now)
-    )
-    if excluding is not None:
-        taken = taken.exclude(pk=excluding)
-    return taken.count()
-
-
-def _leased(rater: Rater) -> QuerySet[Assignment]:
-    """The rater's leased assignments, latest first, each with its item."""
-    return (
-        Assignment.objects.select_related("item")
-        .filter(rater=rater, state=AssignmentState.LEASED)
-        .order_by("-leased_at", "-id")
-    )
 
 
 def _lease(study: Study) -> timedelta:
@@ -146,13 +126,13 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
     """Next, once the caller holds the rater's row lock inside a transaction."""
     study = rater.study
     holds_an_item_lock = False
-    for assignment in _leased(rater):
+    for assignment in sql.leased(rater.pk):
         if assignment.lease_expires_at > now:
             return _renew(assignment, study, now)
         # Expired: still theirs unless the item filled up in the meantime.
         item = _lock_item(assignment.item_id)
         holds_an_item_lock = True
-        if _places_taken(item.pk, now, excluding=assignment.pk) < item.required_answers:
+        if sql.places_taken(item.pk, now, excluding=assignment.pk) < item.required_answers:
             return _renew(assignment, study, now)
         Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
     if study.status != StudyStatus.OPEN:
@@ -172,7 +152,7 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
                 return None
         # Counted again now that the row is locked: the statement that locked it counted with
         # the snapshot it started from, which may predate a commit it then waited for.
-        taken = _places_taken(candidate.pk, now)
+        taken = sql.places_taken(candidate.pk, now)
         if taken < candidate.required_answers:
             return _take(rater, candidate, now, holders=taken)
         skipped.append(candidate.pk)
@@ -180,7 +160,7 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
 
 def assignment_current(*, rater: Rater) -> Assignment | None:
     """What the rater is on right now, without handing anything out (a page load)."""
-    return _leased(rater).first()
+    return next(iter(sql.leased(rater.pk, latest_only=True)), None)
 
 
 def _time_on_item(elapsed_ms: int | None, assignment: Assignment, now: datetime) -> float:
@@ -258,7 +238,7 @@ def _store_answer(
     }
     lapsed = assignment.state == AssignmentState.LAPSED or (
         assignment.lease_expires_at <= now
-        and _places_taken(item.pk, now, excluding=assignment.pk) >= item.required_answers
+        and sql.places_taken(item.pk, now, excluding=assignment.pk) >= item.required_answers
     )
     if lapsed:
         Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)

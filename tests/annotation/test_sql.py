@@ -135,3 +135,77 @@ def test_the_trigger_conversation_and_replies_are_the_orms(make_study):
                 "pk", "reply"
             )
         )
+
+
+def test_the_access_reads_are_the_orms(make_study, make_annotators):
+    study = make_study("pairwise")
+    user = study.raters.first().user
+    outsider = make_annotators(1)[0]
+    ours = sql.rater_with_study(user_id=user.pk, study_id=study.pk)
+    orm = Rater.objects.select_related("study").get(study=study, user=user)
+    assert _fields(ours) == _fields(orm) and _fields(ours.study) == _fields(orm.study)
+    assert sql.rater_with_study(user_id=outsider.pk, study_id=study.pk) is None
+    held = assignment_next(rater=orm)
+    found = sql.assignment_with_item(user_id=user.pk, study_id=study.pk, token=held.item.token)
+    expected = Assignment.objects.select_related("rater__study", "item").get(pk=held.pk)
+    for ours_part, orm_part in [
+        (found, expected),
+        (found.rater, expected.rater),
+        (found.rater.study, expected.rater.study),
+        (found.item, expected.item),
+    ]:
+        assert _fields(ours_part) == _fields(orm_part)
+    for user_id, study_id, token in [
+        (outsider.pk, study.pk, held.item.token),
+        (user.pk, study.pk + 1000, held.item.token),
+        (user.pk, study.pk, "no-such-token"),
+    ]:
+        assert sql.assignment_with_item(user_id=user_id, study_id=study_id, token=token) is None
+
+
+def test_leases_places_and_progress_are_the_orms(make_study):
+    study = make_study("pairwise", n_annotators=3, overlap=2)
+    raters = [rater(study, r.user) for r in study.raters.all()]
+    now = timezone.now()
+    for step in range(9):
+        holder = raters[step % 3]
+        held = assignment_next(rater=holder, now=now)
+        if step % 2 and held is not None:
+            answer_submit(
+                rater=holder,
+                item_token=held.item.token,
+                answer=AnswerInput(label="B", confidence=1),
+                idempotency_key=f"progress-{step}",
+                elapsed_ms=1000 + step,
+                now=now,
+            )
+        if step == 4:  # one undo: a retracted answer must not count
+            from annotation.services.assignments import answer_undo
+
+            answer_undo(rater=holder, now=now)
+    for r in raters:
+        orm_leased = list(
+            Assignment.objects.select_related("item")
+            .filter(rater=r, state=AssignmentState.LEASED)
+            .order_by("-leased_at", "-id")
+        )
+        ours = sql.leased(r.pk)
+        assert [(_fields(a), _fields(a.item)) for a in ours] == [
+            (_fields(a), _fields(a.item)) for a in orm_leased
+        ]
+        assert [a.pk for a in sql.leased(r.pk, latest_only=True)] == [a.pk for a in orm_leased][:1]
+        done = Assignment.objects.filter(rater=r, state=AssignmentState.DONE)
+        seconds = sum(
+            Answer.objects.filter(assignment__in=done, retracted_at__isnull=True).values_list(
+                "time_on_item_s", flat=True
+            )
+        )
+        assert sql.done_and_seconds(r.pk) == (done.count(), pytest.approx(seconds))
+    for item in StudyItem.objects.filter(study=study):
+        taken = Assignment.objects.filter(item=item).filter(
+            Q(state=AssignmentState.DONE)
+            | Q(state=AssignmentState.LEASED, lease_expires_at__gt=now)
+        )
+        assert sql.places_taken(item.pk, now) == taken.count()
+        for a in item.assignments.all():
+            assert sql.places_taken(item.pk, now, excluding=a.pk) == taken.exclude(pk=a.pk).count()

@@ -1,0 +1,19 @@
+"""The session store: Django's database sessions, the read in one plain statement
+(``core.sql.live_session``; why there). Saving, expiry, clearing and the cookie are Django's
+``db`` backend unchanged."""
+
+from __future__ import annotations
+
+from django.contrib.sessions.backends import db
+
+from core import sql
+
+
+class SessionStore(db.SessionStore):
+    def _get_session_from_db(self):
+        session = None
+        if self.session_key:  # the base class validated its form (None if malformed)
+            session = sql.live_session(self.session_key)
+        if session is None:
+            self._session_key = None
+        return session
