@@ -53,7 +53,7 @@ class AnswerRejected(Exception):
 
 @dataclass(frozen=True)
 class AnswerInput:
-    """A validated answer, normalised (see annotation/kinds.py for the labels)."""
+    """A validated answer, normalised (its label one of the kind's ``StudyKind.labels``)."""
 
     label: str
     confidence: int | None = None
