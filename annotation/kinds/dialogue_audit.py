@@ -24,6 +24,11 @@ class AuditDecision(models.TextChoices):
 
 
 DECISION_KEYS: dict[str, tuple[str, ...]] = {AuditDecision.PASS: ("p",), AuditDecision.FAIL: ("f",)}
+# The checklist's keys: they answer the current row (then move on), and move between rows.
+CHECK_KEYS: dict[str, tuple[str, ...]] = {"yes": ("y",), "no": ("n",)}
+ROW_KEYS = {"next": ("j", "arrowdown"), "previous": ("k", "arrowup")}
+MOVE_KEYS = f"{ROW_KEYS['next'][0]} / {ROW_KEYS['previous'][0]}"
+ANSWER_KEYS = " / ".join(keys[0] for keys in CHECK_KEYS.values())
 
 # The checklist (HALO-style scenario audit, SPEC 2.6 and 3): key → question.
 AUDIT_CHECKS = (
@@ -46,7 +51,9 @@ class AuditAnswerForm(AnswerForm):
         label="Overall",
         error_messages={"required": "Overall: choose Pass or Fail (keys p, f)."},
     )
-    keys = {"decision": DECISION_KEYS}
+    keys = {"decision": DECISION_KEYS, **{f"check_{key}": CHECK_KEYS for key in AUDIT_CHECK_KEYS}}
+    row_keys = {way: " ".join(keys) for way, keys in ROW_KEYS.items()}
+    checklist_hint = f"{MOVE_KEYS} to move, {ANSWER_KEYS} to answer"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -83,8 +90,8 @@ class DialogueAudit(StudyKind):
     answer_form = AuditAnswerForm
     template = "annotation/items/dialogue_audit.html"
     shortcuts = (
-        Shortcut("j / k", "next / previous checklist row"),
-        Shortcut("y / n", "yes / no for the current row (then the next row)"),
+        Shortcut(MOVE_KEYS, "next / previous checklist row"),
+        Shortcut(ANSWER_KEYS, "yes / no for the current row (then the next row)"),
         Shortcut(" / ".join(k[0] for k in DECISION_KEYS.values()), "overall Pass / Fail"),
     )
     selection_fields = ("dialogue_status", "adjudicators")

@@ -1,7 +1,8 @@
 // Keyboard-driven annotation workspaces. Every shortcut is declared in the markup:
 //   data-keys="1"           a key (or space-separated keys) that clicks / checks / focuses it
 //   data-shift-keys="3"     Shift + that digit (confidence)
-//   data-check-row          an audit checklist row (j / k move, y / n answer)
+//   data-check-row          an audit checklist row; its options' data-check-keys answer it,
+//                           the checklist's data-row-next / data-row-previous keys move rows
 //   data-toggle-shortcuts   opens the "?" overlay
 // Shortcuts pause while a text box has focus (Esc leaves it; Ctrl+Enter submits from it).
 // The server decides everything that matters; this file only moves focus and clicks.
@@ -57,13 +58,18 @@
     return true;
   }
 
-  function answerRow(ws, value) {
+  function answerRow(ws, key) {
     const current = ws.querySelector("[data-check-row].current");
-    if (!current) return false;
-    const label = current.querySelector(`[data-check="${value}"]`);
-    if (label) activate(label);
+    const label = current && current.querySelector(`[data-check-keys~="${key}"]`);
+    if (!label) return false;
+    activate(label);
     moveRow(ws, 1);
     return true;
+  }
+
+  function rowKeys(ws, way) {
+    const table = ws.querySelector("[data-row-next]");
+    return table ? (table.dataset[way] || "").split(" ") : [];
   }
 
   // --- Keys -------------------------------------------------------------------------------
@@ -104,11 +110,11 @@
     }
     const key = event.key === "Enter" ? "enter" : event.key.toLowerCase();
     if (rows(ws).length) {
-      if ((key === "j" || key === "arrowdown") && moveRow(ws, 1)) return event.preventDefault();
-      if ((key === "k" || key === "arrowup") && moveRow(ws, -1)) return event.preventDefault();
-      if ((key === "y" || key === "n") && answerRow(ws, key === "y" ? "yes" : "no")) {
+      if (rowKeys(ws, "rowNext").includes(key) && moveRow(ws, 1)) return event.preventDefault();
+      if (rowKeys(ws, "rowPrevious").includes(key) && moveRow(ws, -1)) {
         return event.preventDefault();
       }
+      if (/^[a-z0-9]$/.test(key) && answerRow(ws, key)) return event.preventDefault();
     }
     if (!/^[a-z0-9]$|^enter$/.test(key)) return;
     const el = ws.querySelector(`[data-keys~="${key}"]`);
