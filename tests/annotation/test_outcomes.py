@@ -2,6 +2,7 @@
 judge disagreement's final verdict."""
 
 import pytest
+from django.urls import reverse
 
 from annotation.models import AssignmentRole, StudyItem
 from annotation.services.assignments import (
@@ -136,3 +137,54 @@ def test_adjudication_with_two_people_needs_their_majority(make_study, make_anno
     )
     disagreement.refresh_from_db()
     assert disagreement.final_verdict == "PASS"
+
+
+# --- What the study page says the answers decided (each kind's summary) ----------------------
+
+
+def _page(client_for, researcher, study) -> str:
+    return (
+        client_for(researcher)
+        .get(reverse("annotation:study_detail", args=[study.pk]))
+        .content.decode()
+    )
+
+
+def test_the_audit_page_counts_decided_and_accepted_dialogues(audit, client_for, researcher):
+    study, (one, two, third) = audit
+    assert 'Decided: <strong>0</strong> <span class="muted">(0 accepted)</span>' in _page(
+        client_for, researcher, study
+    )
+    answer(one, "pass", "s1")
+    answer(two, "pass", "s2")
+    html = _page(client_for, researcher, study)
+    assert 'Decided: <strong>1</strong> <span class="muted">(1 accepted)</span>' in html
+    assert "2 (a third when the two split)" in html
+
+
+def test_the_adjudication_page_counts_resolved_disagreements(
+    make_study, make_annotators, client_for, researcher
+):
+    users = make_annotators(1)
+    study = make_study("adjudication", annotators=users, overlap=1, name="Adjudicate")
+    r = rater(study, users[0])
+    answer(r, "FAIL", "r1")
+    answer(r, "PASS", "r2")
+    html = _page(client_for, researcher, study)
+    assert "Resolved: <strong>2</strong>" in html and "a third when" not in html
+
+
+def test_the_pairwise_page_counts_the_injected_preference_and_ties(
+    make_study, make_annotators, client_for, researcher
+):
+    users = make_annotators(1)
+    study = make_study("pairwise", annotators=users, overlap=1, max_items=3)
+    r = rater(study, users[0])
+    for key, label in (("p1", "B"), ("p2", "A"), ("p3", "tie")):
+        answer(r, label, key)
+    html = _page(client_for, researcher, study)
+    assert (
+        'Rubric-injected preferred: <strong>1</strong> of 2 <span class="muted">(ties 1)</span>'
+        in html
+    )
+    assert '<th class="num">Response 1</th>' in html  # the position-bias column
