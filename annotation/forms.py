@@ -261,7 +261,9 @@ class AnswerForm(forms.Form):
         )
 
     def to_input(self) -> AnswerInput:
-        raise NotImplementedError
+        # Abstract: every kind's form maps its own fields (Django's form metaclass and ABCMeta
+        # do not combine, hence no @abstractmethod). The toy kind's test shows one.
+        raise NotImplementedError(f"{type(self).__name__} must define to_input()")
 
 
 def confidence_field() -> forms.TypedChoiceField:

@@ -15,6 +15,7 @@ item template under ``templates/annotation/items/``, and its tests (docs/archite
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -56,9 +57,10 @@ COMMON_SHORTCUTS = (
 )
 
 
-class StudyKind:
-    """A study kind. Subclasses set the class attributes and override the hooks they need;
-    one instance per kind is registered (``registry.register``)."""
+class StudyKind(ABC):
+    """A study kind. Subclasses set the class attributes, implement ``select`` and
+    ``item_view`` (a kind without them cannot be instantiated) and override the other hooks
+    they need; one instance per kind is registered (``registry.register``)."""
 
     # --- Identity ------------------------------------------------------------------------
     key: ClassVar[str]  # stored in Study.kind (at most 20 characters)
@@ -115,13 +117,15 @@ class StudyKind:
     def check(self, spec: StudySpec, errors: dict[str, list[str]]) -> None:
         """Add the kind's own problems with ``spec`` to ``errors``, by field. The common
         checks (name, overlap, annotators, a run for ``from_run`` kinds, …) have run."""
+        return None  # by default: nothing of its own
 
+    @abstractmethod
     def select(self, spec: StudySpec) -> list[ItemDraft]:
         """The items ``spec`` selects, unsampled and in any order."""
-        raise NotImplementedError
 
     def after_create(self, study: Study, drafts: list[ItemDraft]) -> None:
         """Called in the creating transaction once the study's items exist."""
+        return None  # by default: nothing of its own
 
     # --- Handing out and showing ---------------------------------------------------------
     def display(self, item: StudyItem, slot: int) -> dict:
@@ -134,10 +138,10 @@ class StudyKind:
         shift = slot % len(sides)
         return {"order": sides[shift:] + sides[:shift]}
 
+    @abstractmethod
     def item_view(self, assignment: Assignment, study: Study) -> dict:
         """What the workspace shows for this assignment: blinded — nothing in it may name a
         model, a judge, a condition or a unit (tests/annotation/test_blinding.py)."""
-        raise NotImplementedError
 
     def form_initial(self, answer: Answer | None, assignment: Assignment) -> dict:
         """Initial form values: an undone ``answer`` as it was given (else the defaults)."""
@@ -155,6 +159,7 @@ class StudyKind:
         """Update ``item`` (outcome, needs_adjudication, required_answers) and whatever it
         decides elsewhere from its live answers. Called with the item's row locked, after
         every answer and undo; the caller saves the item's fields."""
+        return None  # by default: nothing of its own
 
     def summary(self, items: dict, counted: list) -> list[SummaryLine]:
         """Extra lines for the study page: ``items`` are the item counts of

@@ -195,3 +195,15 @@ def test_a_kind_that_is_not_registered_is_not_offered(run, make_annotators, clie
     assert "Select a valid choice. thumbs is not one of the available choices." in (
         response.content.decode()
     )
+
+
+def test_a_kind_that_cannot_select_or_show_its_items_cannot_be_made():
+    class Incomplete(StudyKind):
+        key = "incomplete"
+        label = "Incomplete"
+        labels = ("x",)
+        answer_form = ThumbForm
+        template = "annotation/items/pairwise.html"
+
+    with pytest.raises(TypeError, match="item_view, select"):
+        Incomplete()

@@ -9,12 +9,6 @@ from tests.fakes.vendor_server import FakeVendorServer, Reply
 API_KEY = "sk-ant-test-0123456789abcdef"
 
 
-@pytest.fixture
-def server():
-    with FakeVendorServer() as running:
-        yield running
-
-
 def _provider(server: FakeVendorServer, **options) -> AnthropicMessagesProvider:
     return AnthropicMessagesProvider(base_url=server.anthropic_base_url, api_key=API_KEY, **options)
 

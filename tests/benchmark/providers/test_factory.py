@@ -2,7 +2,6 @@
 settings stripped from what is sent, and the connection test."""
 
 import logging
-import uuid
 
 import pytest
 
@@ -13,26 +12,19 @@ from benchmark.providers.base import ChatMessage, ChatRequest, ProviderError
 from benchmark.providers.openai_chat import OpenAIChatProvider
 from benchmark.providers.ratelimit import LocalConcurrencyLimiter, LocalRateLimiter
 from benchmark.providers.replay import ReplayProvider
-from tests.fakes.vendor_server import FakeVendorServer, Fault
+from tests.benchmark.providers.conftest import hello, unsaved_endpoint
+from tests.fakes.vendor_server import Fault
 
 SECRET = "sk-live-THIS-MUST-NEVER-LEAK-0123456789"
 
 
-@pytest.fixture
-def server():
-    with FakeVendorServer() as running:
-        yield running
-
-
 def _endpoint(provider: str, **fields) -> ModelEndpoint:
-    """Unsaved: the factory reads fields only. A unique name keeps limiters apart per test."""
-    fields.setdefault("name", f"ep-{uuid.uuid4().hex[:12]}")
     fields.setdefault("model_name", "test-model")
-    return ModelEndpoint(provider=provider, display_name="Test endpoint", **fields)
+    return unsaved_endpoint(provider, **fields)
 
 
 def _hello() -> ChatRequest:
-    return ChatRequest(model="test-model", messages=(ChatMessage("user", "hello"),))
+    return hello("test-model")
 
 
 def test_a_missing_key_names_the_variable_and_the_endpoint(monkeypatch):

@@ -12,12 +12,6 @@ from tests.fakes.vendor_server import FakeVendorServer, Reply
 API_KEY = "sk-test-openai-0123456789abcdef"
 
 
-@pytest.fixture
-def server():
-    with FakeVendorServer() as running:
-        yield running
-
-
 def _provider(server: FakeVendorServer, **options) -> OpenAIChatProvider:
     return OpenAIChatProvider(base_url=server.openai_base_url, api_key=API_KEY, **options)
 

@@ -4,7 +4,6 @@ validation from it."""
 
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,11 @@ from django.urls import reverse
 
 from benchmark.models import ModelEndpoint
 from benchmark.providers import factory, registry
-from benchmark.providers.base import ChatMessage, ChatRequest, ProviderError
+from benchmark.providers.base import ChatRequest, ProviderError
 from benchmark.providers.openai_chat import OpenAICompatibleProvider
 from benchmark.providers.registry import ProviderSpec
-from tests.fakes.vendor_server import FakeVendorServer, Reply
+from tests.benchmark.providers.conftest import hello, unsaved_endpoint
+from tests.fakes.vendor_server import Reply
 
 TOY = "toy-compatible"
 
@@ -42,20 +42,13 @@ def toy():
         yield TOY_SPEC
 
 
-@pytest.fixture
-def server():
-    with FakeVendorServer() as running:
-        yield running
-
-
 def _endpoint(provider: str, **fields) -> ModelEndpoint:
-    fields.setdefault("name", f"ep-{uuid.uuid4().hex[:12]}")
     fields.setdefault("model_name", "toy-model")
-    return ModelEndpoint(provider=provider, display_name="Test endpoint", **fields)
+    return unsaved_endpoint(provider, **fields)
 
 
 def _hello() -> ChatRequest:
-    return ChatRequest(model="toy-model", messages=(ChatMessage("user", "hello"),))
+    return hello("toy-model")
 
 
 def test_the_built_in_providers_are_registered_at_start_up():

@@ -103,12 +103,6 @@ def test_keys_are_scrubbed_from_messages():
 # --- Over HTTP, through both SDKs ----------------------------------------------------------------
 
 
-@pytest.fixture
-def server():
-    with FakeVendorServer() as running:
-        yield running
-
-
 @dataclass(frozen=True)
 class Vendor:
     """Which SDK, and which of the provider's two paths: ``complete`` (blocking, as curation
