@@ -21,16 +21,12 @@ from annotation.kinds.registry import (
     unregister,
 )
 
-# Modules of this package that are infrastructure, not kinds.
-_INFRASTRUCTURE = frozenset({"base", "registry", "selection", "verdicts"})
-
-
 def discover() -> None:
-    """Import every kind module of this package (each registers its kind). Called once, from
-    the app's ``ready()``."""
+    """Import every module of this package: each kind's registers it (the shared ones,
+    ``base``, ``selection``, ``verdicts``, register nothing). Called once, from the app's
+    ``ready()``."""
     for module in pkgutil.iter_modules(__path__):
-        if module.name not in _INFRASTRUCTURE and not module.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{module.name}")
+        importlib.import_module(f"{__name__}.{module.name}")
 
 
 __all__ = [
