@@ -21,6 +21,7 @@ from annotation.kinds.registry import (
     unregister,
 )
 
+
 def discover() -> None:
     """Import every module of this package: each kind's registers it (the shared ones,
     ``base``, ``selection``, ``verdicts``, register nothing). Called once, from the app's
