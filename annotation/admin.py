@@ -90,7 +90,14 @@ class StudyAdminForm(forms.ModelForm):
 
     class Meta:
         model = Study
-        fields = ("name", "status", "instructions", "reason_required", "lease_minutes")
+        fields = (
+            "name",
+            "status",
+            "instructions",
+            "reason_required",
+            "lease_minutes",
+            "reveal_judge_verdict",
+        )
 
 
 def _with_answers(queryset):
@@ -119,6 +126,7 @@ class StudyAdmin(admin.ModelAdmin):
         "instructions",
         "reason_required",
         "lease_minutes",
+        "reveal_judge_verdict",
         *readonly_fields,
     )
     inlines = [RaterInline, ArchiveEventInline]

@@ -124,6 +124,12 @@ class StudyCreateForm(forms.Form):
         choices=[("", "Any"), *TriggerType.choices], required=False, initial=TriggerType.RECOVERY
     )
     condition = forms.ChoiceField(choices=[("", "Any"), *Condition.choices], required=False)
+    reveal_judge_verdict = forms.BooleanField(
+        required=False,
+        label="Show the judge's verdict after each answer",
+        help_text="Off by default: seeing it can anchor the next ratings. Once shown, the "
+        "answer it follows is final (Undo is refused).",
+    )
     dialogue_status = forms.ChoiceField(
         choices=[("", "Any"), *DialogueStatus.choices],
         required=False,
@@ -192,6 +198,9 @@ class StudyCreateForm(forms.Form):
             endpoints=list(data["endpoints"]) if "endpoints" in used else [],
             trigger_type=data["trigger_type"] if "trigger_type" in used else "",
             condition=data["condition"] if "condition" in used else "",
+            reveal_judge_verdict=data["reveal_judge_verdict"]
+            if "reveal_judge_verdict" in used
+            else False,
             dialogue_status=data["dialogue_status"] if "dialogue_status" in used else "",
             max_items=data["max_items"],
             seed=data["seed"],

@@ -68,6 +68,12 @@ class Study(models.Model):
         validators=[MinValueValidator(1)],
         help_text="An item held this long without an answer may go to someone else.",
     )
+    reveal_judge_verdict = models.BooleanField(
+        default=False,
+        help_text="Direct rating: after each answer, show the annotator the run's primary "
+        "judge's verdict on that reply. Off by default: it can anchor their next ratings; "
+        "once shown, the answer it follows is final (no undo).",
+    )
     run = models.ForeignKey(
         "benchmark.EvaluationRun",
         null=True,
@@ -345,6 +351,12 @@ class Answer(models.Model):
     retracted_at = models.DateTimeField(null=True, blank=True)
     retraction_reason = models.CharField(
         max_length=10, choices=RetractionReason.choices, blank=True
+    )
+    verdict_revealed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the judge's verdict on this item was shown to the rater, after this "
+        "answer (a study with reveal_judge_verdict); from then on the answer cannot be undone.",
     )
 
     class Meta:

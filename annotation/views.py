@@ -20,6 +20,7 @@ from annotation.kinds.base import COMMON_SHORTCUTS, StudyKind
 from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
 from annotation.services.assignments import (
     AnswerRejected,
+    UndoRefused,
     answer_submit,
     answer_undo,
     assignment_current,
@@ -153,7 +154,12 @@ def answer(request: SignedInRequest, study_id: int, token: str) -> HttpResponse:
 @require_POST
 def undo(request: SignedInRequest, study_id: int) -> HttpResponse:
     rater = selectors.rater_for(user=request.user, study_id=study_id)
-    reopened = answer_undo(rater=rater)
+    try:
+        reopened = answer_undo(rater=rater)
+    except UndoRefused as exc:
+        return _after_action(
+            request, rater, assignment_current(rater=rater), notice=f"Not undone: {exc}."
+        )
     if reopened is None:
         return _after_action(
             request, rater, assignment_current(rater=rater), notice="Nothing to undo."

@@ -27,6 +27,7 @@ from itertools import islice
 from typing import Any
 
 import numpy as np
+from django.db.models import Exists, OuterRef
 
 from annotation import kinds
 from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS, DialogueAudit
@@ -303,6 +304,18 @@ VOTE_COLUMNS = (
     ),
     _c("retracted_at", "str", "When it was withdrawn."),
     _c("late", "bool", "Arrived after the item went to someone else (retraction_reason lapsed)."),
+    _c(
+        "verdict_revealed_at",
+        "str",
+        "Direct rating: when the judge's verdict on the item was shown to the rater, after "
+        "this answer (which is then final); empty if it never was.",
+    ),
+    _c(
+        "verdict_seen_before",
+        "bool",
+        "The rater had been shown the judge's verdict on this item before giving this answer "
+        "(so it may echo the judge).",
+    ),
 )
 
 
@@ -320,40 +333,51 @@ def _retraction(retracted_at, reason: str) -> tuple:
 
 
 def vote_rows(filters: dict[str, Any]) -> Iterator[tuple]:
-    values = _answers(filters).values_list(
-        "id",
-        "assignment__item__study_id",
-        "assignment__item__study__name",
-        "assignment__item__study__kind",
-        "assignment__item__study__source",
-        "assignment__item__study__run_id",
-        "assignment__item_id",
-        "assignment__item__key",
-        "assignment__item__is_gold",
-        "assignment__item__expected",
-        "assignment__item__dialogue__unique_id_eval",
-        "assignment__item__trigger__turn__index",
-        "assignment__item__trigger__type",
-        "assignment__item__unit__endpoint__name",
-        "assignment__item__unit_id",
-        "assignment__item__unit_b_id",
-        "assignment__item__unit__condition",
-        "assignment__rater_id",
-        "assignment__rater__user__username",
-        "assignment__rater__external_id",
-        "assignment__rater__excluded",
-        "assignment__role",
-        "label",
-        "details",
-        "display",
-        "confidence",
-        "note",
-        "time_on_item_s",
-        "started_at",
-        "submitted_at",
-        "received_at",
-        "retracted_at",
-        "retraction_reason",
+    earlier_reveal = Answer.objects.filter(
+        assignment__item=OuterRef("assignment__item"),
+        assignment__rater=OuterRef("assignment__rater"),
+        verdict_revealed_at__lt=OuterRef("submitted_at"),
+    )
+    values = (
+        _answers(filters)
+        .annotate(verdict_seen_before=Exists(earlier_reveal))
+        .values_list(
+            "id",
+            "assignment__item__study_id",
+            "assignment__item__study__name",
+            "assignment__item__study__kind",
+            "assignment__item__study__source",
+            "assignment__item__study__run_id",
+            "assignment__item_id",
+            "assignment__item__key",
+            "assignment__item__is_gold",
+            "assignment__item__expected",
+            "assignment__item__dialogue__unique_id_eval",
+            "assignment__item__trigger__turn__index",
+            "assignment__item__trigger__type",
+            "assignment__item__unit__endpoint__name",
+            "assignment__item__unit_id",
+            "assignment__item__unit_b_id",
+            "assignment__item__unit__condition",
+            "assignment__rater_id",
+            "assignment__rater__user__username",
+            "assignment__rater__external_id",
+            "assignment__rater__excluded",
+            "assignment__role",
+            "label",
+            "details",
+            "display",
+            "confidence",
+            "note",
+            "time_on_item_s",
+            "started_at",
+            "submitted_at",
+            "received_at",
+            "retracted_at",
+            "retraction_reason",
+            "verdict_revealed_at",
+            "verdict_seen_before",
+        )
     )
     for row in values.iterator(chunk_size=DB_CHUNK):
         kind, details, display = kinds.find(row[3]), row[23] or {}, row[24] or {}
@@ -370,6 +394,8 @@ def vote_rows(filters: dict[str, Any]) -> Iterator[tuple]:
             own.get("suggestion_changed"),
             *row[25:31],
             *_retraction(row[31], row[32]),
+            row[33],
+            row[34],
         )
 
 

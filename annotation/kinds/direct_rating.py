@@ -1,6 +1,7 @@
 """Direct rating (the release's Study 1): a person scores one reply against its trigger's
-rubric — Pass, Partial or Fail, with a confidence and a rationale — and sees the run's primary
-judge's verdict once they have answered."""
+rubric — Pass, Partial or Fail, with a confidence and a rationale. If the study says so
+(``Study.reveal_judge_verdict``, off by default: it can anchor the next ratings), they then see
+the run's primary judge's verdict, and the answer it follows becomes final (no undo)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from annotation.kinds.registry import register
 from annotation.kinds.selection import endpoint_names, run_units, unit_key
 from annotation.kinds.verdicts import VerdictAnswerForm, verdict_initial, verdict_shortcut
 from annotation.selectors import known_facts, last_answer, reply_context, rubric
+from annotation.services.assignments import answer_verdict_reveal
 from annotation.services.studies import ItemDraft
 from benchmark.models import Judgment, JudgmentState
 from benchmark.vocabulary import VERDICT_ORDER
@@ -29,7 +31,7 @@ class DirectRating(StudyKind):
     answer_form = DirectAnswerForm
     template = "annotation/items/direct_rating.html"
     shortcuts = (verdict_shortcut(""), Shortcut("Shift+1…5", "confidence 1–5"))
-    selection_fields = ("run", "endpoints", "trigger_type", "condition")
+    selection_fields = ("run", "endpoints", "trigger_type", "condition", "reveal_judge_verdict")
     always_requires_reason = True
 
     def select(self, spec) -> list[ItemDraft]:
@@ -61,8 +63,11 @@ class DirectRating(StudyKind):
         return verdict_initial(super().form_initial(answer, assignment), answer)
 
     def feedback(self, study, rater, shown_item_id) -> dict | None:
-        """After submission only: the run's primary judge on the reply just rated (for an
-        imported study, the release's judge_score)."""
+        """After submission only, and only in a study that reveals it: the run's primary judge
+        on the reply just rated (for an imported study, the release's judge_score). Recorded on
+        the answer before it is shown, which makes that answer final."""
+        if not study.reveal_judge_verdict:
+            return None
         answer = last_answer(rater=rater)
         if answer is None or answer.assignment.item_id == shown_item_id:
             return None
@@ -77,7 +82,7 @@ class DirectRating(StudyKind):
             else None
         )
         verdict = judgment.verdict if judgment else item.payload.get("judge_score", "").upper()
-        if not verdict:
+        if not verdict or not answer_verdict_reveal(answer_id=answer.pk):
             return None
         return {
             "yours": answer.label,

@@ -19,7 +19,9 @@ the next item is handed out — so item locks cannot deadlock.
 Idempotency: an answer carries the form's idempotency key (unique); resubmitting the same key
 returns the first answer and changes nothing. Nothing is deleted: an undo retracts the answer
 (kept, with ``retracted_at``) and reopens the assignment; an answer that arrives after its item
-went to someone else is stored, retracted as ``lapsed``.
+went to someone else is stored, retracted as ``lapsed``. An answer after which the judge's
+verdict was shown (``answer_verdict_reveal``) is final: undo refuses it, or else a rater could
+answer again knowing the verdict and the agreement statistics would count the copy.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ MAX_TIME_ON_ITEM_S = 24 * 3600
 
 class AnswerRejected(Exception):
     """The answer cannot be taken (the study is closed, or the item is not the rater's)."""
+
+
+class UndoRefused(Exception):
+    """The last answer cannot be undone: the rater has seen the judge's verdict on its item."""
 
 
 @dataclass(frozen=True)
@@ -271,9 +277,16 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
             return None
         item = _lock_item(last[1])
         answer = Answer.objects.select_related("assignment").get(pk=last[0])
-        Answer.objects.filter(pk=answer.pk).update(
+        # Conditional on the verdict not having been revealed: with answer_verdict_reveal's
+        # conditional update on the same row, exactly one of the two wins (on PostgreSQL the
+        # loser's UPDATE re-reads the row after the winner commits and matches nothing).
+        retracted = Answer.objects.filter(pk=answer.pk, verdict_revealed_at__isnull=True).update(
             retracted_at=now, retraction_reason=RetractionReason.UNDO
         )
+        if retracted != 1:
+            raise UndoRefused(
+                "you have seen the judge's verdict on that item, so your answer to it is final"
+            )
         assignment = answer.assignment
         assignment.completed_at, assignment.reopened = None, True
         Assignment.objects.filter(pk=assignment.pk).update(completed_at=None, reopened=True)
@@ -282,6 +295,17 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
         _item_changed(item, rater.study, now)
         assignment.item = item
         return assignment
+
+
+def answer_verdict_reveal(*, answer_id: int, now: datetime | None = None) -> bool:
+    """Record that the judge's verdict on this answer's item is being shown to its rater, and
+    say whether it may be: True when the answer is live (it is now final — ``answer_undo``
+    refuses it), False when it has been undone meanwhile (show nothing). Call it before the
+    verdict is rendered. Idempotent: showing it again keeps the first time."""
+    now = now or timezone.now()
+    live = Answer.objects.filter(pk=answer_id, retracted_at__isnull=True)
+    live.filter(verdict_revealed_at__isnull=True).update(verdict_revealed_at=now)
+    return live.filter(verdict_revealed_at__isnull=False).exists()
 
 
 # --- What an item's answers decide ------------------------------------------------------------

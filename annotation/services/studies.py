@@ -76,6 +76,7 @@ class StudySpec:
     endpoints: Sequence[ModelEndpoint] = ()  # empty: every model of the run
     trigger_type: str = ""  # empty: any
     condition: str = ""  # direct rating, failure modes, adjudication; empty: any
+    reveal_judge_verdict: bool = False  # direct rating: show the judge's verdict after answers
     dialogue_status: str = DialogueStatus.DRAFT  # dialogue audit; empty: any
     max_items: int | None = None  # a seeded random sample of this many (gold items extra)
     seed: int | None = None
@@ -252,6 +253,8 @@ def study_create(*, spec: StudySpec, created_by: User | None = None) -> Study:
         overlap=spec.overlap,
         reason_required=spec.reason_required or kind.always_requires_reason,
         lease_minutes=spec.lease_minutes,
+        reveal_judge_verdict=spec.reveal_judge_verdict
+        and "reveal_judge_verdict" in kind.selection_fields,
         run=spec.run if kind.from_run else None,
         selection={
             "run": spec.run.pk if spec.run else None,

@@ -206,7 +206,14 @@ def test_the_other_workspaces_answer_by_keyboard(
     kind, page, live_server, make_study, make_annotators
 ):
     user = make_annotators(1)[0]
-    study = make_study(kind, annotators=[user], overlap=1, condition="", reason_required=False)
+    study = make_study(
+        kind,
+        annotators=[user],
+        overlap=1,
+        condition="",
+        reason_required=False,
+        reveal_judge_verdict=kind == "direct_rating",
+    )
     login(page, live_server, user)
     page.goto(f"{live_server.url}/annotate/{study.pk}/")
     first = press_until_new_item(page, "Enter", "")

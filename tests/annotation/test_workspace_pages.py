@@ -196,6 +196,8 @@ def test_every_form_needs_its_csrf_token(pair):
 def test_each_workspace_renders_and_takes_an_answer(kind, make_study, make_annotators, client):
     users = make_annotators(3)
     extra = {"condition": ""} if kind == "failure_mode" else {}
+    if kind == "direct_rating":
+        extra["reveal_judge_verdict"] = True
     study = make_study(kind, annotators=users, **extra)
     client.force_login(users[0])
     first = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
@@ -228,7 +230,9 @@ def test_each_workspace_renders_and_takes_an_answer(kind, make_study, make_annot
 
 def test_the_direct_rating_verdict_is_hidden_until_answered(make_study, make_annotators, client):
     users = make_annotators(2)
-    study = make_study("direct_rating", annotators=users, overlap=1, max_items=2)
+    study = make_study(
+        "direct_rating", annotators=users, overlap=1, max_items=2, reveal_judge_verdict=True
+    )
     client.force_login(users[0])
     first = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
     assignment = Assignment.objects.get(rater__user=users[0])

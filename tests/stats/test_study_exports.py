@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS
 from annotation.models import Answer, RetractionReason
-from annotation.services.assignments import answer_undo, assignment_next
+from annotation.services.assignments import answer_undo, answer_verdict_reveal, assignment_next
 from benchmark.models import Condition, ModelEndpoint, TriggerType
 from stats import exports
 from stats.exports import AUDIT_COLUMNS, VOTE_COLUMNS
@@ -277,3 +277,41 @@ def test_every_raw_export_column_is_documented_in_order():
         section = docs.split(f"## Raw export: `{name}`", 1)[1].split("\n## ", 1)[0]
         documented = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M)
         assert documented == export.header, name
+
+
+def test_votes_show_whether_the_judge_verdict_was_revealed(
+    study_run, make_annotators, client_for, researcher
+):
+    """An answer after which the verdict was shown carries when; an answer given after the
+    rater had seen the verdict on that item (possible only in records from before reveals made
+    answers final — planted here as such a record reads) is flagged verdict_seen_before."""
+    user = make_annotators(1)[0]
+    study = create_study(
+        study_run, "direct_rating", [user], overlap=1, max_items=2, reveal_judge_verdict=True
+    )
+    me = rater_of(study, user)
+
+    def rate(verdict):
+        return lambda assignment: {"verdict": verdict, "confidence": 3, "note": "ok"}
+
+    first = answer_next(me, rate("PASS"))
+    answer_undo(rater=me)  # undone before any reveal: allowed
+    later = timezone.now() + timedelta(minutes=2)
+    second = answer_next(me, rate("FAIL"), now=later)  # the same item again
+    assert second.assignment.item_id == first.assignment.item_id
+    assert answer_verdict_reveal(answer_id=second.pk, now=later + timedelta(seconds=5))
+    third = answer_next(me, rate("PARTIAL"), now=later)  # the other item, nothing revealed
+    records = {r["answer_id"]: r for r in _fetch(client_for(researcher), "votes", VOTE_COLUMNS)}
+    second.refresh_from_db()
+    assert records[second.pk]["verdict_revealed_at"] == second.verdict_revealed_at.isoformat()
+    assert records[first.pk]["verdict_revealed_at"] is None
+    assert records[third.pk]["verdict_revealed_at"] is None
+    assert not any(r["verdict_seen_before"] for r in records.values())
+    # A record as the old rule could leave it: seen after the first answer, then undone.
+    Answer.objects.filter(pk=first.pk).update(
+        verdict_revealed_at=first.submitted_at + timedelta(minutes=1)
+    )
+    records = {r["answer_id"]: r for r in _fetch(client_for(researcher), "votes", VOTE_COLUMNS)}
+    assert records[second.pk]["verdict_seen_before"] is True
+    assert records[first.pk]["verdict_seen_before"] is False
+    assert records[third.pk]["verdict_seen_before"] is False
