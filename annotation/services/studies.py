@@ -31,10 +31,9 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
+from annotation.services.blinding import blinding_findings
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
 
-# Words that would tell an annotator which condition a reply comes from.
-CONDITION_WORDS = ("vanilla", "rubric-injected", "rubric_injected", "rubric injected")
 NAME_MAX_CHARS = cast(int, Study._meta.get_field("name").max_length)
 INSTRUCTIONS_MAX_CHARS = 10_000  # shown above every item: a page, not a book
 LEASE_MAX_MINUTES = 24 * 60
@@ -217,11 +216,9 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
 def _check_blinding(spec: StudySpec, drafts: list[ItemDraft], errors) -> None:
     """Annotators see the name and the instructions: neither may name a model, a judge or a
     condition of the selection."""
-    names = {n for d in drafts for n in d.names if len(n) >= 3}
+    names = {n for d in drafts for n in d.names}
     for field_name in ("name", "instructions"):
-        text = getattr(spec, field_name).lower()
-        found = sorted(n for n in names if n.lower() in text)
-        found += [w for w in CONDITION_WORDS if w in text]
+        found = blinding_findings(getattr(spec, field_name), names)
         if found:
             errors[field_name].append(
                 f"Annotators see this, and it names {', '.join(repr(f) for f in found[:3])}: "
