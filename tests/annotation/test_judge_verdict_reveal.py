@@ -3,7 +3,11 @@
 before, answering PASS, seeing "the judge's verdict: Fail", pressing Undo and answering FAIL
 left a live answer that agreed with the judge, and the agreement statistics counted it."""
 
+import threading
+import time
+
 import pytest
+from django.db import connections, transaction
 from django.urls import reverse
 
 from annotation.models import Answer, Assignment, Study
@@ -126,3 +130,47 @@ def test_the_study_form_offers_the_option_for_direct_rating_only(
     for kind, shown in (("direct_rating", True), ("pairwise", False)):
         page = client.get(url, {"kind": kind}, headers=HTMX).content.decode()  # a kind switch
         assert ('name="reveal_judge_verdict"' in page) is shown, kind
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_undo_racing_a_reveal_being_recorded_is_refused(make_study, make_annotators):
+    """The reveal is recorded (not yet committed) while Undo arrives: the undo waits for the
+    answer's row and then finds it revealed (PostgreSQL re-checks the UPDATE's condition
+    after the lock; SQLite serialises the two transactions)."""
+    user = make_annotators(1)[0]
+    study = make_study(
+        "direct_rating", annotators=[user], overlap=1, max_items=2, reveal_judge_verdict=True
+    )
+    me = rater(study, user)
+    given = answer(
+        me, assignment_next(rater=me), lambda a: {"verdict": "PASS", "confidence": 3, "note": "ok"}
+    )
+    recorded, outcome = threading.Event(), {}
+
+    def reveal():
+        try:
+            with transaction.atomic():
+                assert answer_verdict_reveal(answer_id=given.pk)
+                recorded.set()
+                time.sleep(0.5)  # the undo is waiting on the row meanwhile
+        finally:
+            recorded.set()
+            connections.close_all()
+
+    def undo():
+        recorded.wait(10)
+        try:
+            outcome["undo"] = answer_undo(rater=me)
+        except UndoRefused as exc:
+            outcome["undo"] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=reveal), threading.Thread(target=undo)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert isinstance(outcome.get("undo"), UndoRefused), outcome
+    given.refresh_from_db()
+    assert given.retracted_at is None and given.verdict_revealed_at is not None
