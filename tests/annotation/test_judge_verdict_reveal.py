@@ -174,3 +174,13 @@ def test_an_undo_racing_a_reveal_being_recorded_is_refused(make_study, make_anno
     assert isinstance(outcome.get("undo"), UndoRefused), outcome
     given.refresh_from_db()
     assert given.retracted_at is None and given.verdict_revealed_at is not None
+
+
+def test_the_study_page_says_whether_the_verdict_is_shown(
+    make_study, make_annotators, client_for, researcher
+):
+    client = client_for(researcher)
+    for reveal, shown in ((True, "shown after each answer"), (False, "not shown")):
+        study = make_study("direct_rating", n_annotators=1, overlap=1, reveal_judge_verdict=reveal)
+        page = client.get(reverse("annotation:study_detail", args=[study.pk])).content.decode()
+        assert f"<dt>Judge's verdict</dt><dd>{shown}" in page
