@@ -30,6 +30,7 @@ from annotation.services.studies import (
     INSTRUCTIONS_MAX_CHARS,
     StudyHasAnswers,
     StudyInputError,
+    check_study_text,
     study_archive,
     study_create,
     study_delete,
@@ -98,6 +99,20 @@ class StudyAdminForm(forms.ModelForm):
             "lease_minutes",
             "reveal_judge_verdict",
         )
+
+    def clean(self):
+        """An edit keeps the study blind (the rule of its creation, ``check_study_text``)."""
+        data = super().clean()
+        if self.instance.pk is not None and ("name" in data or "instructions" in data):
+            errors = check_study_text(
+                study=self.instance,
+                name=data.get("name", self.instance.name),
+                instructions=data.get("instructions", self.instance.instructions),
+            )
+            for field_name, messages_ in errors.items():
+                for message in messages_:
+                    self.add_error(field_name, message)
+        return data
 
 
 def _with_answers(queryset):

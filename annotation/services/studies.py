@@ -218,12 +218,36 @@ def _check_blinding(spec: StudySpec, drafts: list[ItemDraft], errors) -> None:
     condition of the selection."""
     names = {n for d in drafts for n in d.names}
     for field_name in ("name", "instructions"):
-        found = blinding_findings(getattr(spec, field_name), names)
-        if found:
-            errors[field_name].append(
-                f"Annotators see this, and it names {', '.join(repr(f) for f in found[:3])}: "
-                "a blind study must not reveal models, judges or conditions."
-            )
+        if message := _blinding_message(getattr(spec, field_name), names):
+            errors[field_name].append(message)
+
+
+def _blinding_message(text: str, names: set[str]) -> str:
+    found = blinding_findings(text, names)
+    if not found:
+        return ""
+    return (
+        f"Annotators see this, and it names {', '.join(repr(f) for f in found[:3])}: "
+        "a blind study must not reveal models, judges or conditions."
+    )
+
+
+def check_study_text(*, study: Study, name: str, instructions: str) -> dict[str, list[str]]:
+    """The blinding rule for a study's new name and instructions (an edit in the admin):
+    neither may name a model or judge of the study's run, or a condition. The errors by
+    field, empty when both are blind."""
+    if not kinds.get(study.kind).from_run or study.run is None:
+        return {}  # as at creation: only a study drawn from a run has names to hide
+    from annotation.kinds.selection import endpoint_names  # the kinds import this module
+
+    names: set[str] = set()
+    for endpoint in (*study.run.endpoints.all(), *study.run.judges.all()):
+        names.update(endpoint_names(endpoint))
+    errors = {}
+    for field_name, text in (("name", name), ("instructions", instructions)):
+        if message := _blinding_message(text, names):
+            errors[field_name] = [message]
+    return errors
 
 
 # --- Writes -----------------------------------------------------------------------------------

@@ -82,3 +82,32 @@ def test_normalisation_makes_every_dash_a_hyphen_and_folds_case():
     assert blinding_findings("GPT\uff0d4o wins", ["gpt-4o"]) == ["gpt-4o"]
     assert blinding_findings("gpt4o", ["GPT-4o"]) == ["GPT-4o"]
     assert blinding_findings("a 4o reply", ["GPT-4o"]) == []  # "4o" alone has too few letters
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("name", "Which is Birch?"),
+        ("instructions", "Pick the injected reply."),
+        ("name", "Oracle?"),
+    ],
+)
+def test_an_admin_edit_keeps_the_study_blind(birch, make_annotators, field, text):
+    """Before, the admin's change form took any new name or instructions unchecked."""
+    from annotation.admin import StudyAdminForm
+
+    study = _create(birch, make_annotators(2))
+    data = {
+        "name": study.name,
+        "status": study.status,
+        "instructions": "",
+        "lease_minutes": study.lease_minutes,
+        field: text,
+    }
+    form = StudyAdminForm(data, instance=study)
+    assert not form.is_valid()
+    assert "must not reveal" in " ".join(form.errors[field]), form.errors
+    study.refresh_from_db()
+    assert study.name == "Which reply is better?" and study.instructions == ""
+    data[field] = "Which closing reply helps the user more?"
+    assert StudyAdminForm(data, instance=study).is_valid()
