@@ -102,7 +102,7 @@ class StudyAdminForm(forms.ModelForm):
 
     def clean(self):
         """An edit keeps the study blind (the rule of its creation, ``check_study_text``)."""
-        data = super().clean()
+        data = super().clean() or {}
         if self.instance.pk is not None and ("name" in data or "instructions" in data):
             errors = check_study_text(
                 study=self.instance,
