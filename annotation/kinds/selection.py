@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+# endpoint_names lives with the blinding rule; the kinds take it from here, with the rest.
+from annotation.services.blinding import endpoint_names as endpoint_names
 from annotation.services.studies import StudySpec
-from benchmark.models import EvaluationUnit, ModelEndpoint, UnitState
+from benchmark.models import EvaluationUnit, UnitState
 
 
 def run_units(spec: StudySpec) -> QuerySet[EvaluationUnit]:
@@ -28,8 +30,3 @@ def unit_key(unit: EvaluationUnit, *, with_condition: bool = True) -> str:
     if with_condition:
         key += f"#{unit.condition}"
     return key + (f"#s{unit.sample_index}" if unit.sample_index else "")
-
-
-def endpoint_names(endpoint: ModelEndpoint) -> tuple[str, ...]:
-    """Every name a model goes by: none may appear in what annotators see."""
-    return (endpoint.name, endpoint.display_name, endpoint.model_name)

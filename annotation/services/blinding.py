@@ -26,6 +26,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from benchmark.models import ModelEndpoint
+
 # Words that model names share with plain instructions, or that tell apart sizes and versions
 # rather than models: on their own they name nothing ("Prefer the large reply" is innocent).
 GENERIC_NAME_WORDS = frozenset(
@@ -45,6 +47,11 @@ CONDITION_STEMS = ("vanilla", "inject")
 
 _WORD = re.compile(r"[^\W_]+")
 _MIN_LETTERS = 3
+
+
+def endpoint_names(endpoint: ModelEndpoint) -> tuple[str, ...]:
+    """Every name a model goes by: none may appear in what annotators see."""
+    return (endpoint.name, endpoint.display_name, endpoint.model_name)
 
 
 def _char(c: str) -> str:

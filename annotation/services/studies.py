@@ -31,7 +31,7 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
-from annotation.services.blinding import blinding_findings
+from annotation.services.blinding import blinding_findings, endpoint_names
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
 
 NAME_MAX_CHARS = cast(int, Study._meta.get_field("name").max_length)
@@ -238,8 +238,6 @@ def check_study_text(*, study: Study, name: str, instructions: str) -> dict[str,
     field, empty when both are blind."""
     if not kinds.get(study.kind).from_run or study.run is None:
         return {}  # as at creation: only a study drawn from a run has names to hide
-    from annotation.kinds.selection import endpoint_names  # the kinds import this module
-
     names: set[str] = set()
     for endpoint in (*study.run.endpoints.all(), *study.run.judges.all()):
         names.update(endpoint_names(endpoint))
