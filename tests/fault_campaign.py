@@ -1,6 +1,8 @@
 """The fault campaign's harness: an evaluation run on real Celery workers against fake vendor
-servers that inject faults, while the harness kills workers, restarts Redis and terminates the
-database's backends; then it resumes until the run is finished and checks the outcome.
+servers that inject faults, while the harness kills workers, kills Redis connections, pauses and
+restarts Redis and terminates the database's backends; then it resumes until the run is finished
+(or, with ``resume=False``, leaves that to the tasks' retries and the beat's sweep) and checks
+the outcome.
 
 Used at full scale by ``bench/fault_campaign.py`` and in a reduced form by
 ``tests/benchmark/evaluation/test_fault_campaign.py``. What is checked (``verify``), precisely:
