@@ -11,7 +11,13 @@ import uuid
 import pytest
 from django.conf import settings
 
+from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation import inflight
+from benchmark.evaluation.tasks import run_units
+from benchmark.models import EvaluationUnit, RunStatus, UnitState
+from tests.benchmark.evaluation.test_batches import _endpoint, _reply, _running_run
+from tests.factories import jsonl_bytes, records_for, stream
+from tests.fakes.vendor_server import FakeVendorServer
 
 pytestmark = pytest.mark.skipif(
     not settings.REDIS_URL,
@@ -66,3 +72,23 @@ def test_connections_are_named_so_they_can_be_found(client):
     client.ping()
     names = {c.get("name") for c in client.client_list()}
     assert inflight.CLIENT_NAME in names
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_incident_a_batch_whose_redis_connection_broke_finishes_its_units(client):
+    """Issue #14 end to end: the batch task meets the broken connection in its first
+    ``claim_many``. Before, the task "raised unexpected" (``ValueError``) and its units were
+    never run; now the claim is retried on a fresh connection and the batch simply finishes."""
+    corpus_import(stream=stream(jsonl_bytes(records_for(2))))
+    with FakeVendorServer(reply=_reply) as server:
+        run, ids = _running_run(_endpoint("batch-model", server), _endpoint("batch-judge", server))
+        _poison(client)
+        result = run_units.apply(args=[ids])  # eager: as a worker runs it
+        assert result.successful(), result.traceback
+        paid = [r.request_hash for r in server.requests() if r.outcome == "completed"]
+    units = EvaluationUnit.objects.filter(run=run)
+    assert set(units.values_list("state", flat=True)) == {UnitState.DONE}
+    assert set(units.values_list("attempts", flat=True)) == {1}  # no retry of the task needed
+    assert len(paid) == len(set(paid)) == 2 * len(ids)  # a reply and a judgment each, once
+    run.refresh_from_db()
+    assert run.status == RunStatus.DONE
