@@ -2,12 +2,16 @@
 PostgreSQL, against two local fake vendor servers (the models on the OpenAI wire format, the judge
 on Anthropic's) that inject 20 % 429s with Retry-After, 5 % 500s, 2 % timeouts, 5 % malformed
 judge outputs and 2 % evidence quotes absent from the reply (seeded). During the run a worker is
-killed with SIGKILL three times (a replacement is started each time), Redis is restarted once and
-every backend of the scratch database is terminated once; then the run is resumed until it is
-finished, and checked (tests/fault_campaign.py says exactly what is checked).
+killed with SIGKILL three times (a replacement is started each time), the in-flight claims' Redis
+connections are killed mid-batch (CLIENT KILL ID), Redis is paused for 2 s (DEBUG SLEEP) and
+restarted once, and every backend of the scratch database is terminated once; then the run is
+resumed until it is finished (or, with --no-resume, left to the tasks' retries and the sweep of
+the first worker's embedded beat), and checked (tests/fault_campaign.py says exactly what is
+checked).
 
     python bench/fault_campaign.py                 # 624 triggers x 4 models = 2,496 units
     python bench/fault_campaign.py --models 1      # a quicker look (624 units)
+    python bench/fault_campaign.py --no-resume     # the run must finish on its own
 
 It starts a Redis server of its own (port 6390, append-only file in a temporary folder, so a
 restart keeps the queued messages as a production broker would) and never touches any other
@@ -16,6 +20,7 @@ Ends with a RESULT line.
 """
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
@@ -57,6 +62,8 @@ class RedisServer:
                 "",
                 "--logfile",
                 str(self.folder / "redis.log"),
+                "--enable-debug-command",  # the campaign's pause is DEBUG SLEEP
+                "local",
             ]
         )
         import redis
@@ -132,6 +139,12 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=2.0, help="client timeout per call")
     parser.add_argument("--lease-s", type=int, default=60, help="the run's lease_seconds")
     parser.add_argument("--stall-s", type=float, default=30.0)
+    parser.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="never resume: the tasks' retries and the beat's sweep must finish the run",
+    )
+    parser.add_argument("--sweep-s", type=int, default=5, help="EVAL_SWEEP_INTERVAL_S")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_faults"
@@ -152,6 +165,7 @@ def main() -> None:
         "LOG_LEVEL": "ERROR",
         "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
         "EVAL_BATCH_SIZE": str(args.batch_size),
+        "EVAL_SWEEP_INTERVAL_S": str(args.sweep_s),
         KEY_ENV: "sk-ant-fault-campaign-key",
     }
     os.environ.update(env)
@@ -166,7 +180,7 @@ def main() -> None:
 
     import benchmark.tasks  # noqa: F401
     from benchmark.corpus.importer import corpus_import
-    from benchmark.evaluation import runs
+    from benchmark.evaluation import inflight, runs
     from benchmark.models import (
         Blueprint,
         CallInFlight,
@@ -197,7 +211,9 @@ def main() -> None:
     judge_server, judge_url = _start_fake_server(args, args.seed + 1)
     queue = "fault-campaign"
     celery_app.conf.task_default_queue = queue
-    workers = campaign.Workers(count=args.workers, threads=args.threads, queue=queue, env=env)
+    workers = campaign.Workers(
+        count=args.workers, threads=args.threads, queue=queue, env=env, beat=True
+    )
     params = {"max_tokens": 256, "timeout_s": args.timeout_s}
     try:
         under_test = []
@@ -243,6 +259,16 @@ def main() -> None:
         plan = [
             campaign.Fault(0.10, "kill -9 worker (1/3)", workers.kill_one),
             campaign.Fault(0.25, "kill -9 worker (2/3)", workers.kill_one),
+            campaign.Fault(
+                0.30,
+                "kill the in-flight claims' Redis connections",
+                functools.partial(
+                    campaign.kill_redis_connections, redis_url, (inflight.CLIENT_NAME,)
+                ),
+            ),
+            campaign.Fault(
+                0.35, "pause Redis", functools.partial(campaign.pause_redis, redis_url, 2.0)
+            ),
             campaign.Fault(0.40, "restart Redis", redis_server.restart),
             campaign.Fault(0.55, "kill -9 worker (3/3)", workers.kill_one),
             campaign.Fault(
@@ -253,7 +279,12 @@ def main() -> None:
         ]
         runs.run_launch(run_id=run.pk)
         drive = campaign.drive(
-            run.pk, plan, stall_s=args.stall_s, timeout_s=3600, say=lambda t: print(t, flush=True)
+            run.pk,
+            plan,
+            stall_s=args.stall_s,
+            timeout_s=3600,
+            resume=not args.no_resume,
+            say=lambda t: print(t, flush=True),
         )
         servers = [
             (campaign.log_rows_from_url(model_url), {e.pk for e in under_test}),
@@ -284,6 +315,8 @@ def main() -> None:
         report.result_line(
             kills=len(workers.dead),
             redis_restarts=1,
+            redis_kills=1,
+            redis_pauses=1,
             db_terminations=1,
             resumes=drive.resumes,
             wall_s=f"{drive.wall_s:.0f}",

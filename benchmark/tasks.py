@@ -24,6 +24,14 @@ def resume_run(run_id: int) -> int:
     return runs.run_resume(run_id=run_id)
 
 
+@shared_task(name="benchmark.sweep_runs", ignore_result=True)
+def sweep_runs() -> dict:
+    """Periodic (Celery beat): dispatch again the units whose lease lapsed (``runs.runs_sweep``:
+    idempotent, and safe when two sweeps overlap)."""
+    outcome = runs.runs_sweep()
+    return {"redispatched": outcome.redispatched, "given_up": outcome.given_up}
+
+
 @shared_task(name="benchmark.worker_health")
 def worker_health() -> dict:
     """Report that a worker is alive and can reach the database. Read-only; safe to repeat."""
@@ -33,4 +41,11 @@ def worker_health() -> dict:
     return {"ok": one == 1, "database": connection.vendor}
 
 
-__all__ = ["curate_dialogue_task", "launch_run", "resume_run", "run_units", "worker_health"]
+__all__ = [
+    "curate_dialogue_task",
+    "launch_run",
+    "resume_run",
+    "run_units",
+    "sweep_runs",
+    "worker_health",
+]

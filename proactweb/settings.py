@@ -191,6 +191,17 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# The sweep (benchmark.sweep_runs) re-dispatches units whose lease lapsed; beat runs it, embedded
+# in a worker (`celery worker -B`, as `manage.py devserver` does) or as its own process (the
+# compose file's `beat`). An interval is all it needs, so the schedule is kept in memory.
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
+CELERY_BEAT_SCHEDULE = {
+    "sweep-runs": {
+        "task": "benchmark.sweep_runs",
+        "schedule": float(env_int("EVAL_SWEEP_INTERVAL_S", 30)),
+    }
+}
 
 # --- Evaluation engine -----------------------------------------------------------------------
 # A run's units are executed in batches (one Celery task each); a worker process keeps at most

@@ -1,6 +1,8 @@
 """The fault campaign's harness: an evaluation run on real Celery workers against fake vendor
-servers that inject faults, while the harness kills workers, restarts Redis and terminates the
-database's backends; then it resumes until the run is finished and checks the outcome.
+servers that inject faults, while the harness kills workers, kills Redis connections, pauses and
+restarts Redis and terminates the database's backends; then it resumes until the run is finished
+(or, with ``resume=False``, leaves that to the tasks' retries and the beat's sweep) and checks
+the outcome.
 
 Used at full scale by ``bench/fault_campaign.py`` and in a reduced form by
 ``tests/benchmark/evaluation/test_fault_campaign.py``. What is checked (``verify``), precisely:
@@ -22,6 +24,7 @@ Used at full scale by ``bench/fault_campaign.py`` and in a reduced form by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -69,8 +72,13 @@ def log_rows_from_url(base_url: str) -> list[LogRow]:
 class Workers:
     """Celery worker processes (thread pool) on one queue; ``kill_one`` is ``kill -9``."""
 
-    def __init__(self, *, count: int, threads: int, queue: str, env: dict[str, str]) -> None:
-        self.count, self.threads, self.queue, self.env = count, threads, queue, env
+    def __init__(
+        self, *, count: int, threads: int, queue: str, env: dict[str, str], beat: bool = False
+    ) -> None:
+        """``beat``: the first worker started also runs Celery beat (``-B``), whose sweep
+        dispatches again the units of failed batches; the workers' tasks go to ``queue``."""
+        self.count, self.threads, self.queue, self.beat = count, threads, queue, beat
+        self.env = {**env, "CELERY_TASK_DEFAULT_QUEUE": queue}
         self.live: list[subprocess.Popen] = []
         self.dead: list[subprocess.Popen] = []
         self.started = 0
@@ -100,16 +108,24 @@ class Workers:
                 "--without-mingle",
                 "--without-heartbeat",
                 "--loglevel=ERROR",
+                *(["--beat"] if self._beat_here() else []),
             ],
             cwd=ROOT,
             env=self.env,
             stdout=subprocess.DEVNULL,  # the banner; errors go to stderr
+            # A group of its own: an embedded beat is a child process, which a SIGKILL of the
+            # worker alone would leave running (and sweeping) after the test.
+            start_new_session=True,
         )
+
+    def _beat_here(self) -> bool:
+        """One beat at a time: in the first worker, and in a replacement of a killed beat."""
+        return self.beat and not any(w.args[-1] == "--beat" for w in self.live)
 
     def kill_one(self) -> str:
         """SIGKILL the oldest live worker (mid-batch: nothing is flushed), start another."""
         victim = self.live.pop(0)
-        victim.send_signal(signal.SIGKILL)
+        os.killpg(victim.pid, signal.SIGKILL)  # the worker and its beat, if it has one
         victim.wait(timeout=30)
         self.dead.append(victim)
         self.live.append(self._spawn())
@@ -128,6 +144,8 @@ class Workers:
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait(timeout=10)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.pid, signal.SIGKILL)  # anything of its group still running
 
 
 def terminate_backends(settings_dict: dict) -> str:
@@ -149,6 +167,42 @@ def terminate_backends(settings_dict: dict) -> str:
             (settings_dict["NAME"],),
         ).fetchone()
     return f"terminated {count} PostgreSQL backend(s) of {settings_dict['NAME']}"
+
+
+def kill_redis_connections(redis_url: str, names: tuple[str, ...]) -> str:
+    """``CLIENT KILL ID`` for each connection to this URL's database number that bears one of
+    ``names`` (``CLIENT SETNAME``), mid-batch: never a connection of another database, so
+    other users of a shared Redis server are untouched."""
+    import redis
+
+    admin = redis.Redis.from_url(redis_url)
+    db = admin.connection_pool.connection_kwargs.get("db", 0)
+    victims = [
+        c["id"] for c in admin.client_list() if int(c["db"]) == db and c.get("name") in names
+    ]
+    for client_id in victims:
+        admin.client_kill_filter(_id=client_id)
+    admin.close()
+    return f"killed {len(victims)} Redis connection(s) named {', '.join(names)} (db {db})"
+
+
+def pause_redis(redis_url: str, seconds: float) -> str:
+    """Redis stops answering for ``seconds`` — every client of the server, so keep it short on
+    a shared one. ``DEBUG SLEEP`` where the server allows it (``enable-debug-command``), else
+    ``CLIENT PAUSE … ALL``, which holds every client's commands the same way."""
+    import redis
+
+    admin = redis.Redis.from_url(redis_url, socket_timeout=seconds + 10)
+    try:
+        admin.execute_command("DEBUG", "SLEEP", seconds)
+        how = "DEBUG SLEEP"
+    except redis.ResponseError:
+        admin.execute_command("CLIENT", "PAUSE", int(seconds * 1000), "ALL")
+        time.sleep(seconds)
+        how = "CLIENT PAUSE ALL"
+    finally:
+        admin.close()
+    return f"paused Redis for {seconds:g}s ({how})"
 
 
 # --- Driving the run --------------------------------------------------------------------------
@@ -175,11 +229,15 @@ def drive(
     *,
     stall_s: float,
     timeout_s: float,
+    resume: bool = True,
     say: Callable[[str], None] = lambda text: None,
 ) -> DriveLog:
     """Watch the run, firing each fault when its share of units is finished; whenever nothing
     finishes for ``stall_s`` (queued messages lost with a worker, units handed back by a batch
-    that failed) resume the run, until it is done. Raises TimeoutError after ``timeout_s``."""
+    that failed) resume the run, until it is done. Raises TimeoutError after ``timeout_s``.
+
+    ``resume=False`` never resumes: the run must finish on its own, by the workers' retries and
+    the beat's sweep (``runs.runs_sweep``), as it does in production."""
     from django.db import connection
     from django.db.models import Count
 
@@ -218,7 +276,7 @@ def drive(
             note(f"{fault.name} at {finished}/{total} finished: {fault.action()}")
             connection.close()
             last_change = time.monotonic()
-        if now - last_change > stall_s and not pending_faults:
+        if resume and now - last_change > stall_s and not pending_faults:
             enqueued = runs.run_resume(run_id=run_id)
             log.resumes += 1
             note(f"no unit finished for {stall_s:.0f}s: resumed, {enqueued} unit(s) re-enqueued")

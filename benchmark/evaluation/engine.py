@@ -608,18 +608,24 @@ class _Batch:
             )
             self.errored = []
         if self.handed_back:
-            self._hand_back(self.handed_back)
+            self._hand_back(self.handed_back, failed=False)
             self.handed_back = []
 
-    def _hand_back(self, unit_ids: list[int]) -> None:
+    def _hand_back(self, unit_ids: list[int], *, failed: bool) -> None:
+        """Units back to pending. Those of a failed batch are stamped ``dispatched_at``: if no
+        retry of the task claims them within the run's lease (the failure was a bug, or the
+        retries ran out), the sweep dispatches them again (``runs.runs_sweep``)."""
         self._owned().filter(pk__in=unit_ids).update(
-            state=UnitState.PENDING, claim_token="", claimed_at=None
+            state=UnitState.PENDING,
+            claim_token="",
+            claimed_at=None,
+            dispatched_at=timezone.now() if failed else None,
         )
 
     def _abandon(self) -> None:
         """The batch failed (a bug, the database or Redis gone): keep what was paid for, and
-        give the units back so that a retry or a resume can run them now rather than after
-        their lease.
+        give the units back so that a retry can run them now rather than after their lease
+        (and, if no retry comes, the sweep a lease later).
 
         What was paid for is the round whose transaction did not commit and every call still
         in flight (waited for, up to ``SALVAGE_S``): their cache rows and call records are
@@ -640,7 +646,7 @@ class _Batch:
             with transaction.atomic():
                 ResponseCacheEntry.objects.bulk_create(cache_rows, ignore_conflicts=True)
                 ProviderCall.objects.bulk_create(call_rows)
-                self._hand_back(unfinished)
+                self._hand_back(unfinished, failed=True)
 
         for pause in (*SALVAGE_DB_PAUSES_S, None):
             try:

@@ -7,9 +7,10 @@ worker finishing while someone cancels, cannot leave a run in a mixed state.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -219,6 +220,76 @@ def run_retry_errors(*, run_id: int) -> int:
         )
     transaction.on_commit(lambda: _enqueue(ids))
     return len(ids)
+
+
+UNIT_MAX_CLAIMS = 8
+"""A unit claimed this many times whose lease lapses once more is given up (state error): every
+batch that ran it failed or died, and one more would most likely fail the same way."""
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    redispatched: int
+    given_up: int
+
+
+def runs_sweep(*, now: datetime | None = None) -> SweepOutcome:
+    """Dispatch again the units of running runs that nothing else would run, so that a run
+    finishes without a resume whatever its batches died of (Celery beat calls this every
+    ``EVAL_SWEEP_INTERVAL_S``; docs/reliability.md). A unit is *lapsed* when
+
+    - it is running under a claim older than the run's lease (its worker died, or its batch
+      failed and could not hand it back);
+    - it is pending with a ``dispatched_at`` older than the lease (a failed batch handed it
+      back, or an earlier sweep dispatched it, and no task has claimed it since);
+    - it is pending and the whole run is quiet: nothing claimed, finished or dispatched within
+      the lease (its queued message was lost, e.g. prefetched by a worker that was killed).
+
+    A unit whose lease is live is never touched, so a unit being run is not dispatched twice;
+    and even a unit dispatched twice is run once (``engine.units_claim`` is a conditional
+    UPDATE). Safe to run concurrently: each sweep moves lapsed units with one conditional UPDATE
+    stamped with its own token and enqueues only the units carrying it. Units of a cancelling
+    run whose worker died are handed back (not run), so that the run reaches cancelled; every
+    swept run whose units are all finished is closed."""
+    from benchmark.evaluation.engine import run_finish_if_complete
+
+    now = now or timezone.now()
+    redispatched = given_up = 0
+    runs = EvaluationRun.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.CANCELLING])
+    for run_id, lease_s, status in runs.values_list("pk", "lease_seconds", "status"):
+        cutoff = now - timedelta(seconds=lease_s)
+        units = EvaluationUnit.objects.filter(run_id=run_id)
+        dead = Q(state=UnitState.RUNNING, claimed_at__lt=cutoff)
+        if status == RunStatus.CANCELLING:
+            units.filter(dead).update(state=UnitState.PENDING, claim_token="", claimed_at=None)
+        else:
+            lapsed = dead | Q(state=UnitState.PENDING, dispatched_at__lt=cutoff)
+            recent = Q(claimed_at__gte=cutoff) | Q(finished_at__gte=cutoff)
+            if not units.filter(recent | Q(dispatched_at__gte=cutoff)).exists():
+                lapsed |= Q(state=UnitState.PENDING, dispatched_at=None)
+            given_up += units.filter(lapsed, attempts__gte=UNIT_MAX_CLAIMS).update(
+                state=UnitState.ERROR,
+                error=(
+                    f"given up after {UNIT_MAX_CLAIMS} claims: every batch that ran this unit "
+                    "failed or its worker died (the worker logs say why)"
+                ),
+                claim_token="",
+                claimed_at=None,
+                finished_at=now,
+            )
+            token = f"sweep-{uuid.uuid4().hex[:26]}"
+            if units.filter(lapsed).update(
+                state=UnitState.PENDING, claim_token=token, claimed_at=None, dispatched_at=now
+            ):
+                ids = list(
+                    units.filter(state=UnitState.PENDING, claim_token=token)
+                    .order_by("id")
+                    .values_list("id", flat=True)
+                )
+                _enqueue(ids)
+                redispatched += len(ids)
+        run_finish_if_complete(run_id=run_id)
+    return SweepOutcome(redispatched=redispatched, given_up=given_up)
 
 
 @dataclass(frozen=True)

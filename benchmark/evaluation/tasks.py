@@ -10,12 +10,14 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError, connection
 
 from benchmark.evaluation import engine
+from benchmark.evaluation.inflight import InflightUnavailable
 from core.backoff import backoff_s
 
 TRANSIENT_ERRORS = (
     OperationalError,  # the database restarted, its backend was terminated, SQLite was busy
     InterfaceError,  # a connection already closed under us
-    redis.ConnectionError,  # Redis (in-flight claims, rate limits) restarting
+    InflightUnavailable,  # Redis (the in-flight claims) failed, whatever the client raised
+    redis.ConnectionError,  # Redis restarting, elsewhere than the claims
     redis.TimeoutError,
 )
 """Infrastructure errors a batch is retried for. Anything else is a bug and fails the task."""

@@ -101,7 +101,10 @@ class EvaluationRun(models.Model):
     )
     lease_seconds = models.PositiveIntegerField(
         default=900,
-        help_text="A unit claimed longer ago than this may be reclaimed (its worker died).",
+        help_text=(
+            "A unit claimed longer ago than this may be reclaimed (its worker died); the sweep "
+            "dispatches it again."
+        ),
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -137,6 +140,15 @@ class EvaluationUnit(models.Model):
     state = models.CharField(max_length=8, choices=UnitState.choices, default=UnitState.PENDING)
     claim_token = models.CharField(max_length=32, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=(
+            "When a failed batch handed this unit back or the sweep re-dispatched it (empty: "
+            "queued by a launch or resume); a pending unit whose stamp is older than the "
+            "run's lease is dispatched again."
+        ),
+    )
     reply = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)

@@ -20,13 +20,14 @@ on every machine; without it (the embedded mode: one process) in-process equival
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, Self
 
@@ -211,6 +212,26 @@ class LocalConcurrencyLimiter:
 
 # --- Redis (shared by every process on every machine) ------------------------------------------
 
+
+@contextlib.contextmanager
+def _client_failures(client: redis.Redis) -> Iterator[None]:
+    """Whatever the Redis client raises leaves as a ``redis.RedisError`` (which the limiter's
+    callers turn into a retryable ``ProviderError``), and the pool's idle connections are
+    dropped. redis-py reports a connection lost during its handshake as ``ValueError: I/O
+    operation on closed file`` and hands that connection back to the pool as it is, where every
+    later command would meet the same error (issue #14)."""
+    try:
+        yield
+    except Exception as exc:
+        try:
+            client.connection_pool.disconnect(inuse_connections=False)
+        except Exception:  # a broken connection may fail to close, too: drop it anyway
+            client.connection_pool.reset()
+        if isinstance(exc, redis.RedisError):
+            raise
+        raise redis.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
+
+
 # KEYS[1]: hash {req, tok, ts}. ARGV: rpm, tpm (0 = unlimited), tokens wanted.
 # Returns 0 when granted (and taken), else the milliseconds to wait (nothing taken).
 # Buckets start full and hold one minute's budget; state is written only when a call is granted.
@@ -272,10 +293,14 @@ class RedisRateLimiter(_BlockingAcquire):
         self.rpm, self.tpm = rpm, tpm
         self.key_prefix = key_prefix
         self.key = f"{key_prefix}:rate"
+        self._redis = redis_client
         self._script = redis_client.register_script(_RATE_SCRIPT)
 
     def try_acquire(self, tokens: int = 0) -> float:
-        wait_ms = self._script(keys=[self.key], args=[self.rpm or 0, self.tpm or 0, int(tokens)])
+        with _client_failures(self._redis):
+            wait_ms = self._script(
+                keys=[self.key], args=[self.rpm or 0, self.tpm or 0, int(tokens)]
+            )
         return int(wait_ms) / 1000
 
 
@@ -310,21 +335,24 @@ class RedisConcurrencyLimiter:
             sleep(min(wait_s, _POLL_S))
 
     def in_use(self) -> int:
-        seconds, microseconds = self._redis.time()
-        now_ms = seconds * 1000 + microseconds // 1000
-        return int(self._redis.zcount(self.key, f"({now_ms}", "+inf"))
+        with _client_failures(self._redis):
+            seconds, microseconds = self._redis.time()
+            now_ms = seconds * 1000 + microseconds // 1000
+            return int(self._redis.zcount(self.key, f"({now_ms}", "+inf"))
 
     def _try_acquire(self) -> tuple[Lease | None, float]:
         lease_id = uuid.uuid4().hex
         lease_ms = max(1, int(self.lease_s * 1000))
-        wait_ms = int(self._script(keys=[self.key], args=[self.limit, lease_id, lease_ms]))
+        with _client_failures(self._redis):
+            wait_ms = int(self._script(keys=[self.key], args=[self.limit, lease_id, lease_ms]))
         if wait_ms > 0:
             return None, wait_ms / 1000
         return Lease(lambda: self._release(lease_id)), 0.0
 
     def _release(self, lease_id: str) -> None:
         try:
-            self._redis.zrem(self.key, lease_id)
+            with _client_failures(self._redis):
+                self._redis.zrem(self.key, lease_id)
         except redis.RedisError as exc:
             # The call itself is done; the lease will expire on its own.
             logger.warning("could not release concurrency lease %s: %s", self.key, exc)

@@ -16,7 +16,7 @@ def _compose_command() -> list[str]:
     pytest.skip("neither `docker compose` nor `docker-compose` is installed (.ci/run installs it)")
 
 
-def test_docker_compose_file_parses_with_the_four_services():
+def test_docker_compose_file_parses_with_the_five_services():
     command = _compose_command()
     result = subprocess.run(
         [*command, "config", "--services"],
@@ -27,4 +27,4 @@ def test_docker_compose_file_parses_with_the_four_services():
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert sorted(result.stdout.split()) == ["postgres", "redis", "web", "worker"]
+    assert sorted(result.stdout.split()) == ["beat", "postgres", "redis", "web", "worker"]

@@ -112,6 +112,10 @@ def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
         deadline = time.monotonic() + 60
         while not app.control.ping(timeout=1.0):
             assert time.monotonic() < deadline, "worker did not answer:\n" + output()
+        # ...and runs beat, whose sweep re-dispatches the units of failed batches.
+        while "beat: Starting" not in output():
+            assert time.monotonic() < deadline, "the worker runs no beat:\n" + output()
+            time.sleep(0.2)
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
         process.wait(timeout=40)
         reader.join(timeout=10)

@@ -13,7 +13,8 @@ def _raise_keyboard_interrupt(signum, frame):
 class Command(BaseCommand):
     help = (
         "Run the development web server and a Celery worker together (embedded default: no "
-        "broker server needed). Ctrl-C stops both."
+        "broker server needed); the worker also runs beat (-B), whose sweep dispatches again "
+        "the units of failed batches. Ctrl-C stops both."
     )
 
     def add_arguments(self, parser):
@@ -35,6 +36,7 @@ class Command(BaseCommand):
                     "--pool=threads",
                     f"--concurrency={concurrency}",
                     "--loglevel=INFO",
+                    "--beat",  # the periodic sweep (CELERY_BEAT_SCHEDULE): one worker, one beat
                     f"--hostname=devserver-{addrport.replace(':', '-')}@%h",
                 ],
                 # Its own session: Ctrl-C reaches only this command and the web server, and the

@@ -5,15 +5,23 @@ a real Celery worker and the configured broker and database, against two fake ve
 worker is killed with SIGKILL and, on PostgreSQL, every backend of the test database is
 terminated; the run is resumed until it finishes. Then nothing is lost or doubled, no completed
 call is made again (outside the window documented in tests/fault_campaign.py), and the run's
-cost is the sum of its calls."""
+cost is the sum of its calls.
 
+Two variants are never resumed: the run must finish on its own, through the tasks' retries and
+the sweep of the worker's embedded beat (issue #14) — after a worker killed mid-batch (both
+halves of CI), and while the in-flight claims' Redis connections are killed mid-batch
+(``CLIENT KILL ID``, only this test's named connections) and Redis is paused for 1.5 s
+(``DEBUG SLEEP``, or ``CLIENT PAUSE`` where the server forbids DEBUG; PostgreSQL + Redis only)."""
+
+import functools
 import os
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from benchmark.corpus.importer import corpus_import
-from benchmark.evaluation import runs
+from benchmark.evaluation import inflight, runs
 from benchmark.models import Dialogue, EvaluationRun, ModelEndpoint, ModelPrice
 from proactweb.celery import app as celery_app
 from tests import fault_campaign as campaign
@@ -63,6 +71,11 @@ def _endpoint(name, provider, base_url, **extra):
     [
         pytest.param(["kill"], id="worker-killed"),
         pytest.param(["kill", "terminate-backends"], id="worker-killed-and-backends-terminated"),
+        pytest.param(["kill", "no-resume"], id="worker-killed-then-swept-without-resume"),
+        pytest.param(
+            ["redis-kill", "redis-pause", "no-resume"],
+            id="redis-connections-killed-and-redis-paused-without-resume",
+        ),
     ],
 )
 def test_reduced_fault_campaign_loses_and_repeats_nothing(queue, faults, monkeypatch):
@@ -70,6 +83,11 @@ def test_reduced_fault_campaign_loses_and_repeats_nothing(queue, faults, monkeyp
         pytest.skip(
             "terminating database backends needs PostgreSQL (DATABASE_URL); SQLite has no "
             "server to drop connections — CI runs this on PostgreSQL"
+        )
+    if "redis-kill" in faults and not settings.REDIS_URL:
+        pytest.skip(
+            "without REDIS_URL no Redis is in use (claims in the database, filesystem broker), "
+            "so there is no connection to kill — CI runs this on PostgreSQL + Redis"
         )
     monkeypatch.setenv(KEY_ENV, "sk-ant-fault-campaign-test-key")
     corpus_import(stream=stream(jsonl_bytes(records_for(17))))  # 51 triggers
@@ -96,9 +114,23 @@ def test_reduced_fault_campaign_loses_and_repeats_nothing(queue, faults, monkeyp
             count=1,
             threads=2,
             queue=queue,
-            env=campaign.campaign_env(DATABASE_URL=_database_url(), EVAL_BATCH_SIZE="4"),
+            env=campaign.campaign_env(
+                DATABASE_URL=_database_url(), EVAL_BATCH_SIZE="4", EVAL_SWEEP_INTERVAL_S="1"
+            ),
+            beat=True,
         ).start()
-        plan = [campaign.Fault(0.3, "kill -9 a worker", workers.kill_one)]
+        plan = []
+        if "kill" in faults:
+            plan.append(campaign.Fault(0.3, "kill -9 a worker", workers.kill_one))
+        if "redis-kill" in faults:
+            kill = functools.partial(
+                campaign.kill_redis_connections, settings.REDIS_URL, (inflight.CLIENT_NAME,)
+            )
+            plan.append(campaign.Fault(0.2, "kill the claims' Redis connections", kill))
+            plan.append(campaign.Fault(0.5, "kill the claims' Redis connections", kill))
+        if "redis-pause" in faults:
+            pause = functools.partial(campaign.pause_redis, settings.REDIS_URL, 1.5)
+            plan.append(campaign.Fault(0.35, "pause Redis", pause))
         if "terminate-backends" in faults:
             settings_dict = dict(connection.settings_dict)
             plan.append(
@@ -110,7 +142,14 @@ def test_reduced_fault_campaign_loses_and_repeats_nothing(queue, faults, monkeyp
             )
         try:
             runs.run_launch(run_id=run.pk)
-            drive = campaign.drive(run.pk, plan, stall_s=10, timeout_s=150, say=print)
+            drive = campaign.drive(
+                run.pk,
+                plan,
+                stall_s=10,
+                timeout_s=150,
+                resume="no-resume" not in faults,
+                say=print,
+            )
         finally:
             workers.stop()
         report = campaign.verify(
@@ -122,6 +161,8 @@ def test_reduced_fault_campaign_loses_and_repeats_nothing(queue, faults, monkeyp
         )
     print(report.result_line(resumes=drive.resumes))
     assert len(drive.events) >= len(plan) + 1, drive.events  # every fault fired
+    if "no-resume" in faults:
+        assert drive.resumes == 0
     assert report.units == 102
     assert report.done + report.errored == report.units and report.lost == 0
     assert report.errored_without_reason == 0

@@ -191,6 +191,32 @@ def test_a_redis_outage_is_a_retryable_provider_error():
     assert caught.value.retryable
 
 
+def _poison(client: redis.Redis) -> None:
+    """Close the read buffer of every idle pooled connection, as a Redis handshake that timed
+    out leaves it: redis-py then raises ``ValueError: I/O operation on closed file`` (issue
+    #14), not one of its own errors, and keeps the connection in its pool."""
+    client.ping()
+    for connection in list(client.connection_pool._available_connections):
+        connection._parser._buffer._buffer.close()
+
+
+@pytest.mark.parametrize("kind", ["rate", "concurrency"])
+def test_a_connection_closed_under_the_client_is_retryable_and_then_dropped(
+    redis_client, prefix, kind
+):
+    if kind == "rate":
+        limiter = EndpointLimiter(rate=RedisRateLimiter(redis_client, key_prefix=prefix, rpm=50))
+    else:
+        slots = RedisConcurrencyLimiter(redis_client, key_prefix=prefix, limit=5)
+        limiter = EndpointLimiter(concurrency=slots)
+    _poison(redis_client)
+    with pytest.raises(ProviderError, match="Redis") as caught:
+        limiter.acquire(10)
+    assert caught.value.retryable  # the provider's backoff applies, as to an outage
+    with limiter.acquire(10):  # the broken connection is gone: the next try works
+        pass
+
+
 # --- In-process --------------------------------------------------------------------------------
 
 
