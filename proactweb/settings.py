@@ -167,16 +167,21 @@ else:
         _broker_dir / "queue",
         _broker_dir / "processed",
         _broker_dir / "control",
+        _broker_dir / "broken",
         _results_dir,
     ):
         _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's filesystem transport, with atomic writes and undecodable files set aside
+    # (core/broker.py): a half-written message once stopped the embedded worker.
+    CELERY_BROKER_TRANSPORT = "core.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
         "control_folder": str(_broker_dir / "control"),  # else kombu writes ./control
+        "broken_folder": str(_broker_dir / "broken"),  # messages that cannot be decoded
         # kombu polls the folder; its default of 1 s would cap a worker at a few tasks a second.
         "polling_interval": 0.05,
     }

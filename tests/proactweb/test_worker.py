@@ -75,59 +75,119 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "devserver", f"127.0.0.1:{port}", "--concurrency", "1"],
-        cwd=settings.BASE_DIR,
-        start_new_session=True,
-        env={**os.environ, "DEBUG": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    # Read the output as it comes: a pipe nobody reads fills up and blocks the writers (the web
-    # server and the worker log to it), and a failure below shows what they said.
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
-    reader.start()
+class _Devserver:
+    """`manage.py devserver` on a free port, its output read as it comes: a pipe nobody reads
+    fills up and blocks the writers (the web server and the worker log to it), and a failure
+    shows what they said."""
 
-    def output() -> str:
-        return "".join(lines)
+    def __init__(self):
+        self.port = _free_port()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "manage.py",
+                "devserver",
+                f"127.0.0.1:{self.port}",
+                "--concurrency",
+                "1",
+            ],
+            cwd=settings.BASE_DIR,
+            start_new_session=True,
+            env={**os.environ, "DEBUG": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(
+            target=lambda: self.lines.extend(self.process.stdout), daemon=True
+        )
+        self.reader.start()
 
-    try:
-        deadline = time.monotonic() + 60
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def healthz(self) -> int:
+        url = f"http://127.0.0.1:{self.port}/healthz"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status
+
+    def wait_for_web(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                    assert r.status == 200
-                    break
+                assert self.healthz() == 200
+                return
             except OSError:
-                assert time.monotonic() < deadline, "web server did not come up:\n" + output()
-                assert process.poll() is None, output()
+                assert time.monotonic() < deadline, "web server did not come up:\n" + self.output()
+                assert self.process.poll() is None, self.output()
                 time.sleep(0.5)
-        # The worker half: it answers a ping on the default queue.
+
+    def worker_pids(self) -> list[int]:
+        return _processes_matching(f"devserver-127.0.0.1-{self.port}@")
+
+    def wait_for_worker(self, timeout: float = 60) -> None:
         from proactweb.celery import app
 
-        deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=1.0):
-            assert time.monotonic() < deadline, "worker did not answer:\n" + output()
+        deadline = time.monotonic() + timeout
+        name = f"devserver-127.0.0.1-{self.port}@"
+        while not any(name in host for reply in app.control.ping(timeout=1.0) for host in reply):
+            assert time.monotonic() < deadline, "worker did not answer:\n" + self.output()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
+    server = _Devserver()
+    output = server.output
+    try:
+        server.wait_for_web()
+        server.wait_for_worker()  # the worker half: it answers a ping
         # ...and runs beat, whose sweep re-dispatches the units of failed batches.
+        deadline = time.monotonic() + 60
         while "beat: Starting" not in output():
             assert time.monotonic() < deadline, "the worker runs no beat:\n" + output()
             time.sleep(0.2)
+        process = server.process
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
         process.wait(timeout=40)
-        reader.join(timeout=10)
+        server.reader.join(timeout=10)
         assert process.returncode == 0, output()
         assert "exited with an error" not in output(), output()
         time.sleep(0.5)
         with pytest.raises(ProcessLookupError):
             os.killpg(process.pid, 0)  # nothing of the web server's group is left running
-        assert not _processes_matching(f"devserver-127.0.0.1-{port}@")  # nor the worker
+        assert not server.worker_pids()  # nor the worker
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_devserver_restarts_a_worker_that_died_and_keeps_the_web_server_up():
+    """The incident: the embedded worker exited, and the devserver took the web server down
+    with it. Now the web server keeps answering, the devserver says what happened, and a new
+    worker (with its beat) takes over."""
+    server = _Devserver()
+    output = server.output
+    try:
+        server.wait_for_web()
+        server.wait_for_worker()
+        (worker_pid,) = {os.getpgid(pid) for pid in server.worker_pids()}
+        os.killpg(worker_pid, signal.SIGKILL)  # the worker and its beat, as a crash would
+        deadline = time.monotonic() + 30
+        while "The Celery worker exited with code -9; the web server stays up" not in output():
+            assert time.monotonic() < deadline, "no word of the dead worker:\n" + output()
+            time.sleep(0.2)
+        assert server.process.poll() is None, output()
+        assert server.healthz() == 200
+        server.wait_for_worker()  # the restarted worker answers
+        assert "Celery worker restarted." in output()
+        assert {os.getpgid(pid) for pid in server.worker_pids()} - {worker_pid}
+    finally:
+        server.stop()
+        for pid in server.worker_pids():
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_worker_loads_its_tasks_without_the_statistics_stack():

@@ -1,3 +1,5 @@
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -5,16 +7,32 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from core.backoff import backoff_s
+
+# A worker that ran this long before it died was working: its next restart starts the backoff
+# over. One that dies sooner is crash-looping and waits longer each time, up to the cap.
+STABLE_AFTER_S = 60.0
+RESTART_BASE_S = 1.0
+RESTART_CAP_S = 30.0
+
 
 def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    """The worker runs in its own session, with beat as its child (-B): signal them all, so a
+    worker that died leaves no orphaned beat behind to run a second schedule."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signum)
 
 
 class Command(BaseCommand):
     help = (
         "Run the development web server and a Celery worker together (embedded default: no "
         "broker server needed); the worker also runs beat (-B), whose sweep dispatches again "
-        "the units of failed batches. Ctrl-C stops both."
+        "the units of failed batches. A worker that exits is restarted with backoff while the "
+        "web server stays up. Ctrl-C stops both."
     )
 
     def add_arguments(self, parser):
@@ -22,42 +40,59 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=4, help="worker threads")
 
     def handle(self, *args, addrport, concurrency, **options):
-        python = sys.executable
-        children = {
-            "web server": subprocess.Popen([python, "manage.py", "runserver", addrport]),
-            "worker": subprocess.Popen(
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "proactweb",
-                    "worker",
-                    "--pool=threads",
-                    f"--concurrency={concurrency}",
-                    "--loglevel=INFO",
-                    "--beat",  # the periodic sweep (CELERY_BEAT_SCHEDULE): one worker, one beat
-                    f"--hostname=devserver-{addrport.replace(':', '-')}@%h",
-                ],
-                # Its own session: Ctrl-C reaches only this command and the web server, and the
-                # worker gets a SIGTERM from us instead (a warm shutdown, exit status 0).
-                start_new_session=True,
-            ),
-        }
+        self.worker_command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "proactweb",
+            "worker",
+            "--pool=threads",
+            f"--concurrency={concurrency}",
+            "--loglevel=INFO",
+            "--beat",  # the periodic sweep (CELERY_BEAT_SCHEDULE): one worker, one beat
+            f"--hostname=devserver-{addrport.replace(':', '-')}@%h",
+        ]
+        web = subprocess.Popen([sys.executable, "manage.py", "runserver", addrport])
+        worker: subprocess.Popen | None = self._start_worker()
+        worker_started = time.monotonic()
+        restarts = 0  # consecutive quick deaths: the backoff attempt
+        restart_at = 0.0
         # A closed terminal or a `kill` must stop the children too, not orphan the worker.
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, _raise_keyboard_interrupt)
         self.stdout.write(f"Web on http://{addrport}/ and a Celery worker; Ctrl-C stops both.")
         try:
-            while all(child.poll() is None for child in children.values()):
+            # The web server is what the user is looking at: while it runs, so does this loop.
+            while web.poll() is None:
+                now = time.monotonic()
+                if worker is not None and worker.poll() is not None:
+                    _signal_group(worker, signal.SIGKILL)
+                    restarts = 1 if now - worker_started >= STABLE_AFTER_S else restarts + 1
+                    delay = RESTART_BASE_S / 2 + backoff_s(
+                        restarts, base_s=RESTART_BASE_S, cap_s=RESTART_CAP_S
+                    )
+                    self.stderr.write(
+                        f"The Celery worker exited with code {worker.returncode}; the web "
+                        f"server stays up. Restarting the worker in {delay:.1f} s "
+                        f"(restart {restarts} in a row)."
+                    )
+                    worker, restart_at = None, now + delay
+                if worker is None and now >= restart_at:
+                    worker, worker_started = self._start_worker(), now
+                    self.stdout.write("Celery worker restarted.")
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
         finally:
-            for child in children.values():
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
+            if web.poll() is None:
+                web.send_signal(signal.SIGTERM)
+            if worker is not None and worker.poll() is None:
+                _signal_group(worker, signal.SIGTERM)  # a warm shutdown, exit status 0
+            children = {"web server": web, **({"worker": worker} if worker else {})}
             self._wait(children, timeout=30, kill=True)
+            if worker is not None:
+                _signal_group(worker, signal.SIGKILL)  # beat, if it outlived its worker
         clean_exits = (0, -signal.SIGTERM, -signal.SIGINT)
         failed = [
             f"{name} (exit {child.returncode})"
@@ -66,6 +101,11 @@ class Command(BaseCommand):
         ]
         if failed:
             self.stderr.write(f"Stopped: {', '.join(map(str, failed))} exited with an error.")
+
+    def _start_worker(self) -> subprocess.Popen:
+        # Its own session: Ctrl-C reaches only this command and the web server, and the worker
+        # gets a SIGTERM from us instead (a warm shutdown, exit status 0).
+        return subprocess.Popen(self.worker_command, start_new_session=True)
 
     @staticmethod
     def _wait(children: dict, *, timeout: float, kill: bool = False) -> None:
