@@ -47,7 +47,7 @@ class Channel(filesystem.Channel):
         os.makedirs(folder, exist_ok=True)
         return folder
 
-    def _put(self, queue, payload, **kwargs):
+    def _put(self, queue, message, **kwargs):
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
         # Starts with a dot, so "everything after the first dot" is not "<queue>.msg": no
@@ -55,14 +55,14 @@ class Channel(filesystem.Channel):
         partial = os.path.join(self.data_folder_out, f".{name}{_PART_SUFFIX}")
         try:
             with open(partial, "wb") as f:
-                f.write(str_to_bytes(dumps(payload)))
+                f.write(str_to_bytes(dumps(message)))
             os.replace(partial, final)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.remove(partial)
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
-    def _get(self, queue):
+    def _get(self, queue, timeout=None):
         wanted = f"{queue}.msg"
         # Taken files are read from the processed folder: the rename into it is the claim (one
         # consumer wins it), and it lies beside the queue, so the rename stays atomic.
