@@ -47,7 +47,8 @@ class Channel(filesystem.Channel):
         os.makedirs(folder, exist_ok=True)
         return folder
 
-    def _put(self, queue, message, **kwargs):
+    # kombu's two bases name the message differently; callers pass it by position.
+    def _put(self, queue, payload, **kwargs):  # type: ignore[override]
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
         # Starts with a dot, so "everything after the first dot" is not "<queue>.msg": no
@@ -55,7 +56,7 @@ class Channel(filesystem.Channel):
         partial = os.path.join(self.data_folder_out, f".{name}{_PART_SUFFIX}")
         try:
             with open(partial, "wb") as f:
-                f.write(str_to_bytes(dumps(message)))
+                f.write(str_to_bytes(dumps(payload)))
             os.replace(partial, final)
         except OSError as exc:
             with contextlib.suppress(OSError):
