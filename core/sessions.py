@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from django.contrib.sessions.backends import db
+from django.contrib.sessions.backends.base import VALID_KEY_CHARS
 
 from core import sql
 
@@ -17,3 +18,8 @@ class SessionStore(db.SessionStore):
         if session is None:
             self._session_key = None
         return session
+
+    def _validate_session_key(self, key):
+        # Only the characters Django makes keys of: a cookie with anything else (a NUL, which
+        # PostgreSQL refuses in text and so failed every page, login included) is no session.
+        return super()._validate_session_key(key) and set(key) <= set(VALID_KEY_CHARS)

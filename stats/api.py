@@ -85,7 +85,10 @@ class TableQuerySerializer(serializers.Serializer):
         "preference table shows both).",
     )
     seed = serializers.IntegerField(
-        required=False, default=DEFAULT_SEED, help_text="Base seed of the bootstraps."
+        required=False,
+        default=DEFAULT_SEED,
+        min_value=0,  # NumPy's SeedSequence refuses a negative seed
+        help_text="Base seed of the bootstraps (a non-negative integer).",
     )
 
     def to_request(self) -> selectors.TableRequest:

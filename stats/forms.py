@@ -44,19 +44,22 @@ class DashboardFilterForm(forms.Form):
         if self.selected_run is not None:
             self.initial.setdefault("run", self.selected_run.pk)
 
-    def _selected_run(self, data):
-        run_id = (data or {}).get("run")
-        if run_id and str(run_id).isdigit():
-            run = EvaluationRun.objects.filter(pk=int(run_id)).first()
-            if run is not None:
-                return run
-        return selectors.default_run()
+    def _selected_run(self, data) -> EvaluationRun | None:
+        return self._chosen("run", data) or selectors.default_run()
 
     def _selected_study(self, data) -> Study | None:
-        study_id = (data or {}).get("study")
-        if study_id and str(study_id).isdigit():
-            return Study.objects.filter(pk=int(study_id)).first()
-        return None
+        return self._chosen("study", data)
+
+    def _chosen(self, name: str, data):
+        """The row the field names, read by the field itself before the form is validated (the
+        verdict choices depend on the run), or None for anything it refuses: not a number
+        (``str.isdigit`` passes "²", which ``int`` refuses), no such row."""
+        try:
+            return self.fields[name].clean(
+                self.fields[name].widget.value_from_datadict(data or {}, {}, name)
+            )
+        except forms.ValidationError:
+            return None
 
     def to_request(self) -> selectors.TableRequest:
         cleaned = self.cleaned_data if self.is_bound and self.is_valid() else {}

@@ -94,3 +94,21 @@ def test_the_login_form_with_empty_huge_and_malicious_values(client):
         html = response.content.decode()
         assert "<script>alert(1)" not in html
         assert "_auth_user_id" not in client.session
+
+
+def test_a_run_or_study_in_unicode_digits_falls_back_to_the_default(researcher_client):
+    # "²".isdigit() is True, but int("²") raises: this was a 500.
+    for query in ({"run": "²"}, {"study": "²"}):
+        assert researcher_client.get(reverse("stats:dashboard"), query).status_code == 200
+
+
+def test_a_negative_bootstrap_seed_is_a_400(researcher_client):
+    response = researcher_client.get("/api/v1/tables/leaderboard/", {"seed": "-1"})
+    assert response.status_code == 400
+    assert "seed" in response.json()
+
+
+def test_a_session_cookie_with_a_nul_byte_is_no_session(client):
+    # PostgreSQL refuses NUL in text: the session read failed on every page, login included.
+    client.cookies["sessionid"] = "abcdefgh\x00ijklmnop"
+    assert client.get(reverse("login")).status_code == 200
