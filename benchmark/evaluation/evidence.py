@@ -15,8 +15,8 @@ Two uses, two strictness levels:
 
 Grading (and the adjudication highlighter, annotation/highlight.py) run in time and memory
 linear in the reply — str.find, regular expressions and rapidfuzz's bit-parallel alignment, in
-place of difflib's quadratic SequenceMatcher — and look at most at the reply's first ``PROACTBENCH_EVIDENCE_MAX_CHARS`` characters: a quote only beyond
-them is "not found".
+place of difflib's quadratic SequenceMatcher — and look at most at the reply's first
+``PROACTBENCH_EVIDENCE_MAX_CHARS`` characters: a quote only beyond them is "not found".
 """
 
 import re
