@@ -11,6 +11,7 @@ same size, so the lines after it are still checked (every error is listed).
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
@@ -24,6 +25,51 @@ def max_record_bytes() -> int:
 
 def max_file_bytes() -> int:
     return settings.PROACTBENCH_MAX_FILE_BYTES
+
+
+def max_json_depth() -> int:
+    return settings.PROACTBENCH_MAX_JSON_DEPTH
+
+
+def too_deep(limit: int) -> str:
+    return f"nested more than {limit} levels deep (PROACTBENCH_MAX_JSON_DEPTH)"
+
+
+def json_deeper_than(value: object, limit: int) -> bool:
+    """Whether parsed JSON nests lists/objects more than ``limit`` levels. Iterative: the
+    value may be nested as deeply as the parser allows, deeper than Python's recursion limit
+    leaves room for in the code that walks it next."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack += [(child, depth + 1) for child in children if isinstance(child, (dict, list))]
+    return False
+
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def line_nested_deeper_than(data: bytes, limit: int) -> int | None:
+    """The line of a JSON text where its nesting first goes deeper than ``limit``, or None: for
+    naming the line when the parser itself gave up (a RecursionError has no position)."""
+    depth = 0
+    for token in _JSON_TOKEN.finditer(data):
+        char = token.group()[:1]
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return data.count(b"\n", 0, token.start()) + 1
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return None
 
 
 def record_too_long(cap: int) -> str:

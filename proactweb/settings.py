@@ -204,6 +204,9 @@ EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
 # before its first line is parsed. docs/corpus-format.md lists them.
 PROACTBENCH_MAX_RECORD_BYTES = env_int("PROACTBENCH_MAX_RECORD_BYTES", 8 * 1024 * 1024)
 PROACTBENCH_MAX_FILE_BYTES = env_int("PROACTBENCH_MAX_FILE_BYTES", 256 * 1024 * 1024)
+# JSON nested deeper than this (lists/objects; the release's records nest 6 levels) is refused:
+# deeper, the code that walks a record could exhaust Python's recursion limit.
+PROACTBENCH_MAX_JSON_DEPTH = env_int("PROACTBENCH_MAX_JSON_DEPTH", 64)
 # Evidence grading (imported results) and highlighting look for a quote in at most this many of
 # a reply's first characters; a quote only beyond it is "not found" (docs/pipeline.md).
 PROACTBENCH_EVIDENCE_MAX_CHARS = env_int("PROACTBENCH_EVIDENCE_MAX_CHARS", 1_000_000)
