@@ -204,6 +204,8 @@ EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
 # before its first line is parsed. docs/corpus-format.md lists them.
 PROACTBENCH_MAX_RECORD_BYTES = env_int("PROACTBENCH_MAX_RECORD_BYTES", 8 * 1024 * 1024)
 PROACTBENCH_MAX_FILE_BYTES = env_int("PROACTBENCH_MAX_FILE_BYTES", 256 * 1024 * 1024)
+# A scores CSV (stats, external benchmarks) is a few lines per model: read whole, so small.
+PROACTBENCH_MAX_SCORES_FILE_BYTES = env_int("PROACTBENCH_MAX_SCORES_FILE_BYTES", 2 * 1024 * 1024)
 # JSON nested deeper than this (lists/objects; the release's records nest 6 levels) is refused:
 # deeper, the code that walks a record could exhaust Python's recursion limit.
 PROACTBENCH_MAX_JSON_DEPTH = env_int("PROACTBENCH_MAX_JSON_DEPTH", 64)
