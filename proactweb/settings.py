@@ -214,6 +214,23 @@ CELERY_BEAT_SCHEDULE = {
 EVAL_BATCH_SIZE = env_int("EVAL_BATCH_SIZE", 32)
 EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
 
+# --- Input limits (every import: corpus, results, studies, scores; admin and command line) ---
+# One record (a JSON Lines line, a CSV row) longer than this is refused with its line number,
+# before it is read into memory; a file larger than PROACTBENCH_MAX_FILE_BYTES is refused
+# before its first line is parsed. docs/corpus-format.md lists them.
+PROACTBENCH_MAX_RECORD_BYTES = env_int("PROACTBENCH_MAX_RECORD_BYTES", 8 * 1024 * 1024)
+PROACTBENCH_MAX_FILE_BYTES = env_int("PROACTBENCH_MAX_FILE_BYTES", 256 * 1024 * 1024)
+# A scores CSV (stats, external benchmarks) is a few lines per model: read whole, so small.
+PROACTBENCH_MAX_SCORES_FILE_BYTES = env_int("PROACTBENCH_MAX_SCORES_FILE_BYTES", 2 * 1024 * 1024)
+# JSON nested deeper than this (lists/objects; the release's records nest 6 levels) is refused:
+# deeper, the code that walks a record could exhaust Python's recursion limit.
+PROACTBENCH_MAX_JSON_DEPTH = env_int("PROACTBENCH_MAX_JSON_DEPTH", 64)
+# Evidence grading (imported results) and highlighting look for a quote in at most this many of
+# a reply's first characters; a quote only beyond it is "not found" (docs/pipeline.md).
+PROACTBENCH_EVIDENCE_MAX_CHARS = env_int("PROACTBENCH_EVIDENCE_MAX_CHARS", 1_000_000)
+# Texts longer than this (replies, turns) are shown cut, with "show all" (components/long_text).
+PROACTBENCH_DISPLAY_MAX_CHARS = env_int("PROACTBENCH_DISPLAY_MAX_CHARS", 20_000)
+
 # --- Auth ----------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

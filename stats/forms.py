@@ -1,4 +1,5 @@
 from django import forms
+from django.conf import settings
 
 from annotation.models import Study
 from benchmark.models import Condition, EvaluationRun
@@ -72,10 +73,6 @@ class DashboardFilterForm(forms.Form):
         )
 
 
-MAX_SCORES_FILE_BYTES = 2 * 1024 * 1024
-"""A scores file is a few lines per model; anything near this is not one (and is read whole)."""
-
-
 class BenchmarkScoresUploadForm(forms.Form):
     file = forms.FileField(
         help_text="CSV, UTF-8: model,benchmark,score — or model,<benchmark>,<benchmark>,…"
@@ -83,9 +80,10 @@ class BenchmarkScoresUploadForm(forms.Form):
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
-        if upload.size > MAX_SCORES_FILE_BYTES:
+        cap = settings.PROACTBENCH_MAX_SCORES_FILE_BYTES  # a few lines per model: read whole
+        if upload.size > cap:
             raise forms.ValidationError(
                 f"The file is {upload.size / 1_048_576:.1f} MB; a scores file is at most "
-                f"{MAX_SCORES_FILE_BYTES // 1_048_576} MB."
+                f"{cap / 1_048_576:g} MB (PROACTBENCH_MAX_SCORES_FILE_BYTES)."
             )
         return upload

@@ -19,11 +19,13 @@ import math
 from dataclasses import dataclass, field
 from typing import IO
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
 from benchmark.models import ModelEndpoint
+from core.limits import read_bounded
 from stats.models import ExternalBenchmarkScore
 
 MAX_ERRORS = 200
@@ -77,7 +79,10 @@ def _parse_score(text: str) -> float | None:
 
 
 def _read(stream: IO[bytes]) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    data = stream.read()
+    try:
+        data = read_bounded(stream, file_cap=settings.PROACTBENCH_MAX_SCORES_FILE_BYTES)
+    except ValueError as exc:
+        raise ScoresImportError([ScoreError(1, "", str(exc))]) from exc
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

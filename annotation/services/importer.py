@@ -51,6 +51,13 @@ from benchmark.corpus.parsing import iter_json_lines
 from benchmark.corpus.schema import json_path
 from benchmark.models import Dialogue
 from benchmark.vocabulary import Verdict
+from core.limits import (
+    json_deeper_than,
+    line_nested_deeper_than,
+    max_json_depth,
+    read_bounded,
+    too_deep,
+)
 
 MAX_REPORTED = 200
 # The release's two studies, as the kinds they are recorded as.
@@ -136,7 +143,14 @@ def _messages(exc: ValidationError) -> list[tuple[str, str]]:
 
 
 def _read_items(kind: str, name: str, stream: IO[bytes], errors: list[str]) -> list[dict]:
-    raw = stream.read()
+    """The items file: one JSON document, so only the file cap applies to it (its items are
+    each checked by their schema; the ratings files' lines get the per-record cap)."""
+    try:
+        raw = read_bounded(stream)
+    except ValueError as exc:
+        errors.append(f"{name}: {exc}")
+        return []
+    depth = max_json_depth()
     try:
         data = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:
@@ -144,6 +158,12 @@ def _read_items(kind: str, name: str, stream: IO[bytes], errors: list[str]) -> l
         return []
     except json.JSONDecodeError as exc:
         errors.append(f"{name}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        return []
+    except RecursionError:  # deeper than the parser goes: it gives no position, find it
+        data = None
+    if data is None or json_deeper_than(data, depth):
+        line = line_nested_deeper_than(raw, depth)
+        errors.append(f"{name}: line {line or 1}: invalid JSON: {too_deep(depth)}")
         return []
     if not isinstance(data, list) or not data:
         errors.append(f"{name}, $: expected a non-empty JSON array of items")

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from benchmark.corpus.findings import Finding, TriggerFacts, protocol_findings
 from benchmark.corpus.schema import EXTENSION_KEY, DialogueRecord, json_path
+from core.limits import bounded_lines, json_deeper_than, max_json_depth, too_deep
 
 MAX_REPORTED_ERRORS = 500
 
@@ -42,8 +43,14 @@ class CorpusImportError(Exception):
 
 
 def iter_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any, CorpusError | None]]:
-    """Yield (line number, parsed object, error) for each non-blank line, streaming."""
-    for number, raw in enumerate(stream, start=1):
+    """Yield (line number, parsed object, error) for each non-blank line, streaming. No line
+    longer than ``PROACTBENCH_MAX_RECORD_BYTES`` and no file larger than
+    ``PROACTBENCH_MAX_FILE_BYTES`` is read into memory (``core.limits``): each is an error."""
+    for line in bounded_lines(stream):
+        number, raw = line.number, line.data
+        if line.error:
+            yield number, None, CorpusError(number, "$", line.error)
+            continue
         if number == 1:
             if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
                 yield (
@@ -72,7 +79,7 @@ def iter_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any, CorpusError |
             )
             continue
         try:
-            yield number, json.loads(text, parse_constant=_reject_constant), None
+            value = json.loads(text, parse_constant=_reject_constant)
         except json.JSONDecodeError as exc:
             yield (
                 number,
@@ -83,6 +90,11 @@ def iter_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any, CorpusError |
             yield number, None, CorpusError(number, "$", "invalid JSON: nested too deeply")
         except ValueError as exc:  # NaN/Infinity, or an integer of more than 4,300 digits
             yield number, None, CorpusError(number, "$", f"invalid JSON: {exc}")
+        else:
+            if json_deeper_than(value, max_json_depth()):
+                yield number, None, CorpusError(number, "$", too_deep(max_json_depth()))
+            else:
+                yield number, value, None
 
 
 def _reject_constant(name: str):

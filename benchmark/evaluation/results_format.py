@@ -93,7 +93,10 @@ class ResultsSummary:
     run_id: int = 0
     models: Counter = field(default_factory=Counter)  # model → scored triggers
     missing: Counter = field(default_factory=Counter)  # model → triggers without a score
-    evidence: Counter = field(default_factory=Counter)  # exact / close / not_found / none
+    evidence: Counter = field(default_factory=Counter)  # per judgment: exact/close/not_found/none
+    # Per quote fragment: a judgment is "close" when any one of its fragments is found, which
+    # hides the fragments that are not; these counts show them.
+    fragments: Counter = field(default_factory=Counter)  # exact / close / not_found
 
     def lines_of_text(self) -> list[str]:
         out = [f"Imported results as run {self.run_id}:"]
@@ -103,6 +106,17 @@ class ResultsSummary:
             out.append(f"  {model}: {scored} scored trigger(s) of {total} ({missing} missing)")
         out.append(
             "  evidence quotes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.evidence.items()))
+        )
+        out.append(
+            "  evidence fragments: "
+            + ", ".join(
+                f"{label} {self.fragments[key]}"
+                for key, label in (
+                    ("exact", "found"),
+                    ("close", "close"),
+                    ("not_found", "not found"),
+                )
+            )
         )
         return out
 
@@ -235,9 +249,22 @@ def results_import(
         run.judges.set([judge])
         scope: set[int] = set()
         units_seen: set[tuple[int, int]] = set()  # (endpoint, trigger)
+        first_line: dict[tuple[str, str], str] = {}  # (model, dialogue) → "file line N"
         for source, stream in files:
             errors: list[CorpusError] = []
             for item in _parse(source, stream, dialogue_ids, triggers_by_dialogue, errors):
+                key = (item.record.evaluated_model, item.record.unique_id_eval)
+                if key in first_line:
+                    errors.append(
+                        CorpusError(
+                            item.line,
+                            "$.unique_id_eval",
+                            f"{key[1]!r} of {key[0]!r} is listed twice (first on "
+                            f"{first_line[key]})",
+                        )
+                    )
+                    continue
+                first_line[key] = f"{source} line {item.line}"
                 if errors:
                     continue  # keep checking, stop writing
                 _write_record(run, judge, item, summary, units_seen)
@@ -319,6 +346,7 @@ def _write_record(run, judge, item: _Parsed, summary: ResultsSummary, units_seen
         evidence = result.get("evidence") or ""
         grade = grade_evidence(evidence, unit.reply)
         summary.evidence[grade.status] += 1
+        summary.fragments.update(status for _, status in grade.fragments)
         Judgment.objects.create(
             unit=unit,
             judge=judge,

@@ -40,3 +40,26 @@ def test_markup_in_the_reply_and_in_the_quote_stays_text():
 
 def test_an_absent_quote_marks_nothing():
     assert str(highlight("a < b", [("judge-a", "not in the reply at all")])) == "a &lt; b"
+
+
+def test_marking_a_long_reply_takes_memory_linear_in_it():
+    """Issue #14 (F4): a set of classes per character took ~270 bytes a character (1 MB
+    reply: 270 MB and 6 s a render)."""
+    import tracemalloc
+
+    reply = ("Keep the card safe and copy it twice before you format anything. " * 4_000)[:250_000]
+    tracemalloc.start()
+    try:
+        html = str(highlight(reply, [("judge-a", "copy it twice"), ("judge-b", "it twice before")]))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert html.count('<mark class="evidence judge-a judge-b">it twice</mark>') == reply.count(
+        "copy it twice"
+    )
+    assert peak < 40 * len(reply), peak
+
+
+def test_adjacent_spans_of_one_class_make_one_mark():
+    html = str(highlight("abcdefgh ijkl", [("judge-a", "abcdefgh"), ("judge-a", "abcdefgh ijkl")]))
+    assert html == '<mark class="evidence judge-a">abcdefgh ijkl</mark>'

@@ -187,3 +187,50 @@ def test_the_admin_import_names_the_missing_files_of_an_empty_submission(client_
     assert response.status_code == 200
     assert set(response.context["form"].errors) == {"kind", "items", "ratings"}, html
     assert not Study.objects.exists()
+
+
+@pytest.mark.parametrize("depth", [100, 5_000, 200_000])
+def test_deeply_nested_json_is_a_form_error_naming_the_line(client_for, admin_user, depth):
+    """Issue #14 (F6): nesting past the parser's limit raised RecursionError (a 500); nesting
+    short of it was imported, and failed later in whatever walked it."""
+    deep = "[" * depth + "]" * depth
+    client = client_for(admin_user)
+    url = reverse("admin:annotation_study_import")
+    items = ("[\n" + json.dumps(PAIR_ITEM) + ',\n{"x": ' + deep + "}\n]").encode()
+    response = client.post(
+        url,
+        {
+            "kind": "pairwise",
+            "items": SimpleUploadedFile("items.json", items),
+            "ratings": [SimpleUploadedFile("P01.jsonl", json.dumps(PAIR_RATING).encode())],
+        },
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert (
+        "items.json: line 3: invalid JSON: nested more than 64 levels deep "
+        "(PROACTBENCH_MAX_JSON_DEPTH)" in html
+    )
+    ratings = (json.dumps(PAIR_RATING) + '\n{"x": ' + deep + "}\n").encode()
+    response = client.post(
+        url,
+        {
+            "kind": "pairwise",
+            "items": SimpleUploadedFile("items.json", json.dumps([PAIR_ITEM]).encode()),
+            "ratings": [SimpleUploadedFile("P01.jsonl", ratings)],
+        },
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "P01.jsonl: line 2, $: " in html and ("nested" in html)
+    assert not Study.objects.exists()
+
+
+def test_an_items_file_over_the_cap_is_refused(tmp_path, settings):
+    data = json.dumps([PAIR_ITEM]).encode()
+    settings.PROACTBENCH_MAX_FILE_BYTES = len(data) - 1
+    items = write(tmp_path, "items.json", data.decode())
+    ratings = write(tmp_path, "P01.jsonl", json.dumps(PAIR_RATING))
+    with pytest.raises(CommandError, match=r"items.json: file is larger than"):
+        run_import("pairwise", items, ratings)
+    assert not Study.objects.exists()

@@ -118,3 +118,21 @@ def test_many_errors_are_capped_on_the_page(upload):
     html = response.content.decode()
     assert "was rejected with" in html and "… and more" in html
     assert len(html) < 500_000  # the page lists the first errors, not all of them
+
+
+def test_a_record_over_the_cap_is_refused_by_its_line_and_nothing_is_written(upload, settings):
+    """Issue #14 (F5): one 200 MB line was accepted (worker 291 → 1,290 MB)."""
+    settings.PROACTBENCH_MAX_RECORD_BYTES = 100_000
+    records = records_for(3)
+    records[1]["notes_from_curators"] = "x" * 200_000
+    html = upload(jsonl_bytes(records)).content.decode()
+    assert "line 2, $: record is longer than 100,000 bytes (PROACTBENCH_MAX_RECORD_BYTES)" in html
+    assert Dialogue.objects.count() == 0
+
+
+def test_a_file_over_the_cap_is_refused_before_its_lines_are_read(upload, settings):
+    data = jsonl_bytes(records_for(3))
+    settings.PROACTBENCH_MAX_FILE_BYTES = len(data) - 1
+    html = upload(data).content.decode()
+    assert f"file is larger than {len(data) - 1:,} bytes ({len(data):,} bytes)" in html
+    assert Dialogue.objects.count() == 0

@@ -9,7 +9,6 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from benchmark.models import ModelEndpoint
-from stats.forms import MAX_SCORES_FILE_BYTES
 from stats.models import ExternalBenchmarkScore
 
 pytestmark = pytest.mark.django_db
@@ -67,8 +66,9 @@ def test_a_byte_order_mark_is_accepted(page):
     assert ExternalBenchmarkScore.objects.get().benchmark == "GPQA"
 
 
-def test_a_huge_file_is_refused_before_it_is_read(page):
-    huge = GOOD.encode() + b"GPT-5.5,X,1\n" * (MAX_SCORES_FILE_BYTES // 12 + 1)
+def test_a_huge_file_is_refused_before_it_is_read(page, settings):
+    cap = settings.PROACTBENCH_MAX_SCORES_FILE_BYTES
+    huge = GOOD.encode() + b"GPT-5.5,X,1\n" * (cap // 12 + 1)
     response = page(huge)
     assert response.status_code == 400
     assert "a scores file is at most 2 MB" in response.content.decode()
@@ -95,3 +95,15 @@ def test_a_path_traversal_file_name_is_only_a_name(page):
     response = page(GOOD.encode(), name="../../../../tmp/evil<script>.csv")
     assert response.status_code == 302  # the name plays no part: nothing is saved as a file
     assert ExternalBenchmarkScore.objects.count() == 1
+
+
+def test_the_service_refuses_a_file_over_the_cap_by_itself(settings):
+    """Issue #14 (F5): the cap is in the service too, not only in the page's form."""
+    import io
+
+    from stats.services import ScoresImportError, benchmark_scores_import
+
+    settings.PROACTBENCH_MAX_SCORES_FILE_BYTES = 10
+    with pytest.raises(ScoresImportError, match="file is larger than 10 bytes"):
+        benchmark_scores_import(stream=io.BytesIO(GOOD.encode()))
+    assert not ExternalBenchmarkScore.objects.exists()

@@ -80,3 +80,97 @@ def test_judge_output_parses_plain_and_fenced_json():
 def test_judge_output_errors_are_clear_and_of_one_type(output, message):
     with pytest.raises(JudgeOutputError, match=message):
         parse_judge_output(output, reply=REPLY)
+
+
+# --- Issue #14 (F4): grading as the release's real results need, in memory linear in the reply
+
+NOTES = (
+    "Do this:\n1. **Copy** the card to the laptop.\n"
+    "2. **Verify** the copy.\n\n"
+    "Keep the card **untouched**, until the backup is verified with checksums.\n"
+    "Leave every original file on the SD card until both the laptop copy and the external "
+    "backup have been verified with checksums."
+)
+
+
+def test_markdown_around_a_word_does_not_stop_it_matching_before_punctuation():
+    grade = grade_evidence('"Keep the card untouched, until the backup is verified"', NOTES)
+    assert [g for _, g in grade.fragments] == ["close"]
+
+
+def test_list_numbers_read_alike_in_the_reply_and_in_a_quote_that_runs_the_list_inline():
+    grade = grade_evidence('"Copy the card to the laptop. 2. Verify the copy"', NOTES)
+    assert [g for _, g in grade.fragments] == ["close"]
+
+
+def test_typos_whitespace_and_punctuation_are_close():
+    for quote in (
+        "Leave every orignal file on the SD-card until both the laptop copy",  # typo, hyphen
+        "the external backup have been   verified,  with checksums",  # spaces, a comma
+        "verifed with checksums",  # a typo in a short quote
+        "Leave every original file on the SD card until both the laptop copy and the "
+        "external backup have all been verified with checksums",  # a short word added
+    ):
+        assert grade_evidence(f'"{quote}"', NOTES).status == "close", quote
+
+
+def test_a_paraphrase_is_not_close():
+    # The old rule (≥ 80 % of the fragment in one block) passed this: 87 % of it is verbatim.
+    quote = (
+        "Leave every original file on the SD card until both the laptop copy and the external "
+        "backup have been checked by you"
+    )
+    assert grade_evidence(f'"{quote}"', NOTES).status == "not_found"
+    assert grade_evidence('"keep the card safe until it is backed up"', NOTES).status == (
+        "not_found"
+    )
+
+
+def test_grading_a_long_reply_takes_memory_linear_in_it():
+    import tracemalloc
+
+    reply = ("Keep the card safe and copy it twice before you format anything. " * 16_000)[
+        :1_000_000
+    ]
+    tracemalloc.start()
+    try:
+        grade = grade_evidence(
+            '"copy it twice before you format" and "a sentence that is nowhere in the reply"',
+            reply,
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [g for _, g in grade.fragments] == ["exact", "not_found"]
+    assert peak < 30 * len(reply), peak  # difflib's SequenceMatcher took ~100× the reply
+
+
+def test_only_the_first_max_chars_of_a_reply_are_graded(settings):
+    settings.PROACTBENCH_EVIDENCE_MAX_CHARS = 1_000
+    reply = "x " * 1_000 + "the quote sits far down the reply"
+    assert grade_evidence('"the quote sits far down"', reply).status == "not_found"
+    settings.PROACTBENCH_EVIDENCE_MAX_CHARS = 10_000
+    assert grade_evidence('"the quote sits far down"', reply).status == "exact"
+
+
+def test_the_release_samples_fragments_are_graded_as_expected():
+    """Every fragment of the GPT-5.5 head's sample, read by hand against its reply: each
+    occurs in the reply, 18 verbatim and 12 with Markdown, list layout or a word added."""
+    import json
+
+    from tests.release import release_file
+
+    path = release_file("gpt-5.5_proactivity_bench_results.sample.jsonl")
+    grades = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        replies = {t["turn"]: t.get("assistant_response") or "" for t in record["turn_records"]}
+        for point in record["trigger_points"]:
+            result = point["evaluation_result"]
+            if result["status"] == "EVALUATED":
+                grade = grade_evidence(result.get("evidence") or "", replies[point["turn"]])
+                grades += [g for _, g in grade.fragments]
+    assert len(grades) == 30
+    assert grades.count("exact") == 18
+    assert grades.count("close") == 12  # main: 7 close, 5 wrongly not found (Markdown, lists)
+    assert grades.count("not_found") == 0

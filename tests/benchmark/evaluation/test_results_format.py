@@ -133,6 +133,60 @@ def test_official_results_sample_imports_and_round_trips():
     # Evidence in the release is often condensed: graded, not trusted or discarded.
     statuses = set(Judgment.objects.values_list("evidence_status", flat=True))
     assert statuses <= {"exact", "close", "not_found"} and "exact" in statuses
+    # Each of the sample's 30 fragments occurs in its reply (read by hand; issue #14, F4).
+    assert "evidence fragments: found 18, close 12, not found 0" in out.getvalue()
     exported = io.StringIO()
     results_export(run=run, endpoint=run.endpoints.get(), out=exported)
     assert [json.loads(line) for line in exported.getvalue().splitlines()] == original
+
+
+# --- Issue #14 (F4, F5, F6)
+
+
+def test_the_summary_counts_quote_fragments_as_well_as_judgments(tmp_path):
+    """A judgment is "close" when any one of its fragments is found: the fragment counts
+    show the ones that are not."""
+    records = records_for(1)
+    corpus_import(stream=stream(jsonl_bytes(records)))
+    line = _result_line(records[0])
+    result = line["trigger_points"][0]["evaluation_result"]
+    result["evidence"] = '"bring a spare HDMI cable" and "rent a projector for the evening"'
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(jsonl_bytes([line]))
+    out = io.StringIO()
+    call_command("import_results", str(path), stdout=out)
+    assert "evidence quotes: close 1, exact 2" in out.getvalue()
+    assert "evidence fragments: found 3, close 0, not found 1" in out.getvalue()
+
+
+def test_a_dialogue_listed_twice_names_both_lines_and_writes_nothing(tmp_path):
+    records = records_for(2)
+    corpus_import(stream=stream(jsonl_bytes(records)))
+    lines = [_result_line(records[0]), _result_line(records[1]), _result_line(records[0])]
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(jsonl_bytes(lines))
+    with pytest.raises(CommandError) as caught:
+        call_command("import_results", str(path), stdout=io.StringIO())
+    uid = records[0]["unique_id_eval"]
+    assert (
+        f"line 3, $.unique_id_eval: r.jsonl: {uid!r} of 'acme-1' is listed twice "
+        "(first on r.jsonl line 1)" in str(caught.value)
+    )
+    assert EvaluationRun.objects.count() == 0 and Judgment.objects.count() == 0
+
+
+def test_a_record_over_the_cap_is_refused_by_its_line_before_it_is_read(tmp_path, settings):
+    settings.PROACTBENCH_MAX_RECORD_BYTES = 50_000
+    records = records_for(2)
+    corpus_import(stream=stream(jsonl_bytes(records)))
+    huge = _result_line(records[1])
+    huge["turn_records"][0]["assistant_response"] = "x" * 60_000
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(jsonl_bytes([_result_line(records[0]), huge]))
+    with pytest.raises(CommandError) as caught:
+        call_command("import_results", str(path), stdout=io.StringIO())
+    assert (
+        "line 2, $: r.jsonl: record is longer than 50,000 bytes (PROACTBENCH_MAX_RECORD_BYTES)"
+        in str(caught.value)
+    )
+    assert EvaluationRun.objects.count() == 0 and Judgment.objects.count() == 0
