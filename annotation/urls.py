@@ -5,13 +5,15 @@ from annotation import views
 app_name = "annotation"
 
 urlpatterns = [
-    # Annotators: their own studies and items (anyone else's is a 404).
+    # Annotators: their own studies and items (anyone else's is a 404). An item token is
+    # secrets.token_urlsafe, so <slug:> matches every real one, and anything else (a NUL byte,
+    # which PostgreSQL refuses in text) is a 404 before any query.
     path("", views.annotator_home, name="home"),
     path("<int:study_id>/", views.workspace, name="workspace"),
     path("<int:study_id>/next", views.next_item, name="next"),
     path("<int:study_id>/undo", views.undo, name="undo"),
-    path("<int:study_id>/items/<str:token>/", views.item_detail, name="item"),
-    path("<int:study_id>/items/<str:token>/answer", views.answer, name="answer"),
+    path("<int:study_id>/items/<slug:token>/", views.item_detail, name="item"),
+    path("<int:study_id>/items/<slug:token>/answer", views.answer, name="answer"),
     # Staff (admin or researcher).
     path("studies/", views.study_list, name="study_list"),
     path("studies/new", views.study_new, name="study_new"),

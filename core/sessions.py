@@ -9,6 +9,8 @@ from django.contrib.sessions.backends.base import VALID_KEY_CHARS
 
 from core import sql
 
+_KEY_CHARS = frozenset(VALID_KEY_CHARS)
+
 
 class SessionStore(db.SessionStore):
     def _get_session_from_db(self):
@@ -20,6 +22,7 @@ class SessionStore(db.SessionStore):
         return session
 
     def _validate_session_key(self, key):
-        # Only the characters Django makes keys of: a cookie with anything else (a NUL, which
-        # PostgreSQL refuses in text and so failed every page, login included) is no session.
-        return super()._validate_session_key(key) and set(key) <= set(VALID_KEY_CHARS)
+        # Django's rule (at least 8 characters), and only the characters Django makes keys of:
+        # a cookie with anything else (a NUL, which PostgreSQL refuses in text and so failed
+        # every page, login included) is no session.
+        return bool(key) and len(key) >= 8 and set(key) <= _KEY_CHARS

@@ -112,3 +112,13 @@ def test_a_session_cookie_with_a_nul_byte_is_no_session(client):
     # PostgreSQL refuses NUL in text: the session read failed on every page, login included.
     client.cookies["sessionid"] = "abcdefgh\x00ijklmnop"
     assert client.get(reverse("login")).status_code == 200
+
+
+@pytest.mark.parametrize("token", ["a%00b", "%00", "a%20b", "%C2%B2"])
+def test_an_item_token_that_no_item_can_have_is_a_404(client_for, annotator, token):
+    """A NUL byte in the token reached PostgreSQL (which refuses NUL in text): a 500. Tokens are
+    secrets.token_urlsafe, so the URL accepts only their characters."""
+    response = client_for(annotator).get(f"/annotate/1/items/{token}/")
+    assert response.status_code == 404
+    response = client_for(annotator).post(f"/annotate/1/items/{token}/answer", {"x": "1"})
+    assert response.status_code == 404
