@@ -108,9 +108,11 @@ def corpus_import(
                 summary.dialogues += 1
                 summary.findings_by_code.update(f.code for f in parsed.findings)
                 summary.dialogues_with_findings += bool(parsed.findings)
-                if dry_run or error_total:
+                if error_total:
                     # Keep checking the rest of the file so every error is reported at once;
-                    # stop writing, the transaction will be rolled back.
+                    # stop writing, the transaction will be rolled back. A dry run does write,
+                    # inside the transaction it rolls back: that is what tells it which
+                    # dialogues are new, updated or unchanged.
                     summary.triggers += len(parsed.record.trigger_points)
                     summary.triggers_by_type.update(
                         tp.evaluation_rubric.type for tp in parsed.record.trigger_points

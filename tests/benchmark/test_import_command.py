@@ -39,6 +39,19 @@ def test_command_dry_run(tmp_path):
     assert Dialogue.objects.count() == 0
 
 
+def test_command_dry_run_counts_new_updated_and_unchanged(tmp_path):
+    path = write_jsonl(tmp_path / "d.jsonl", records_for(2))
+    out = io.StringIO()
+    call_command("import_corpus", str(path), "--dry-run", stdout=out)
+    assert "(2 new, 0 updated, 0 unchanged)" in out.getvalue()
+    assert "triggers: 6" in out.getvalue()
+    call_command("import_corpus", str(path), stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("import_corpus", str(path), "--dry-run", stdout=out)
+    assert "(0 new, 0 updated, 2 unchanged)" in out.getvalue()
+    assert Dialogue.objects.count() == 2
+
+
 def test_command_strict_rejects_findings(tmp_path):
     record = dialogue_record(triggers=((1, "EMERGENT"), (2, "CRITICAL"), (8, "RECOVERY")))
     path = write_jsonl(tmp_path / "d.jsonl", [record])
