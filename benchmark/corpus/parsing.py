@@ -221,7 +221,7 @@ def _structural_errors(line: int, rec: DialogueRecord) -> list[CorpusError]:
                 )
         for turn_text, refs in (ext.trigger_anchors or {}).items():
             path = f"$.{EXTENSION_KEY}.trigger_anchors.{turn_text}"
-            if not turn_text.isdigit() or int(turn_text) not in seen:
+            if not (turn_text.isascii() and turn_text.isdigit()) or int(turn_text) not in seen:
                 errors.append(CorpusError(line, path, f"no trigger at turn {turn_text!r}"))
             for ref in refs:
                 if ref not in keys:

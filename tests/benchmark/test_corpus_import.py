@@ -255,3 +255,12 @@ def test_reimport_drops_anchors_no_longer_in_the_file():
     assert list(Anchor.objects.values_list("key", flat=True)) == ["A1", "A2"]
     trigger = Trigger.objects.get(type="CRITICAL")
     assert sorted(trigger.anchors.values_list("key", flat=True)) == ["A1", "A2"]
+
+
+@pytest.mark.parametrize("turn_text", ["²", "٤", "x"])
+def test_a_trigger_anchor_turn_that_is_not_an_ascii_number_is_an_error_naming_it(turn_text):
+    # str.isdigit() accepts '²' and int() then raised ValueError: a traceback, not an error.
+    anchors = [{"key": "A1", "text": "Fact 1.", "turn": 1}]
+    record = dialogue_record(extension={"anchors": anchors, "trigger_anchors": {turn_text: ["A1"]}})
+    message = _rejected(jsonl_bytes([record]))[0]
+    assert f"trigger_anchors.{turn_text}" in message and "no trigger at turn" in message
