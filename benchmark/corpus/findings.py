@@ -5,9 +5,13 @@ turned into errors by ``import_corpus --strict``. The real release has such case
 Pure functions over plain data; the importer feeds them.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from benchmark.models import PHASE_WINDOWS
+from benchmark.corpus.styles import TRAITS, suffix_fits_style
+from benchmark.models import PHASE_WINDOWS, CommunicationStyle
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,28 @@ FINDING_CODES: dict[str, str] = {
     "earlier turns (checked only where anchors are known).",
     "planner_trigger_mismatch": "The Planner's decision for a turn disagrees with trigger_points.",
     "turn_count_mismatch": "num_turns_completed differs from the number of turn records.",
-    "style_code_mismatch": "The blueprint suffix names other traits than the style index.",
+    "style_code_mismatch": "The blueprint suffix names a trait the style index does not have "
+    "(docs/styles.md: how the release spells its labels).",
 }
+
+
+@dataclass(frozen=True)
+class StyleTraits:
+    index: int
+    code: str
+    traits: frozenset[str]
+    """Keys of the traits present (``benchmark.corpus.styles.TRAITS``)."""
+
+    @classmethod
+    def by_index(cls, styles: Iterable[CommunicationStyle]) -> dict[int, StyleTraits]:
+        return {
+            style.index: cls(
+                style.index,
+                style.code,
+                frozenset(key for key, field, _ in TRAITS if getattr(style, field)),
+            )
+            for style in styles
+        }
 
 
 @dataclass(frozen=True)
@@ -49,7 +73,7 @@ def protocol_findings(
     num_turns_completed: int,
     turn_count: int,
     blueprint_id: str,
-    style_code: str,
+    style: StyleTraits | None,
 ) -> list[Finding]:
     """All findings for one dialogue. ``anchor_turns`` maps anchor key → disclosing turn, or is
     None when the dialogue's anchors are not known (then the anchor rules are not checked)."""
@@ -133,13 +157,19 @@ def protocol_findings(
         )
 
     suffix = blueprint_id.rsplit("_", 1)[-1] if "_" in blueprint_id else ""
-    if suffix and suffix.isupper() and suffix.isalpha() and suffix != style_code:
+    if (
+        style is not None
+        and suffix.isupper()
+        and suffix.isalpha()
+        and not suffix_fits_style(suffix, style.traits)
+    ):
         found.append(
             Finding(
                 "style_code_mismatch",
                 None,
                 "$.blueprint_id",
-                f"blueprint suffix {suffix!r} but style index is {style_code!r} in the style table",
+                f"blueprint suffix {suffix!r} names a trait that style {style.index} "
+                f"({style.code}) does not have",
             )
         )
     return found

@@ -27,6 +27,7 @@ from benchmark.corpus.parsing import (
     iter_json_lines,
     parse_dialogue,
 )
+from benchmark.corpus.findings import StyleTraits
 from benchmark.corpus.writer import BatchWriter, ImportSummary
 from benchmark.models import CommunicationStyle
 
@@ -61,7 +62,7 @@ def corpus_import(
     line has a structural error, or — with ``strict`` — a protocol finding."""
     enrichment = enrichment or Enrichment()
     summary = ImportSummary(source=source, dry_run=dry_run)
-    style_codes = dict(CommunicationStyle.objects.values_list("index", "code"))
+    styles = StyleTraits.by_index(CommunicationStyle.objects.all())
     errors: list[CorpusError] = []
     error_total = 0
     seen_ids: dict[str, int] = {}
@@ -83,7 +84,7 @@ def corpus_import(
                     record_errors([error])
                     continue
                 parsed, line_errors = parse_dialogue(
-                    line, raw, style_codes=style_codes, enrichment=enrichment
+                    line, raw, styles=styles, enrichment=enrichment
                 )
                 if parsed is not None:
                     uid = parsed.record.unique_id_eval

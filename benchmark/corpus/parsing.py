@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from benchmark.corpus.findings import Finding, TriggerFacts, protocol_findings
+from benchmark.corpus.findings import Finding, StyleTraits, TriggerFacts, protocol_findings
 from benchmark.corpus.schema import EXTENSION_KEY, DialogueRecord, json_path
 from core.limits import bounded_lines, json_deeper_than, max_json_depth, too_deep
 
@@ -242,7 +242,7 @@ def _anchors_from_blueprint(blueprint: dict) -> dict[str, tuple[str, int | None]
 
 
 def parse_dialogue(
-    line: int, raw: Any, *, style_codes: dict[int, str], enrichment: Enrichment
+    line: int, raw: Any, *, styles: dict[int, StyleTraits], enrichment: Enrichment
 ) -> tuple[ParsedDialogue | None, list[CorpusError]]:
     if not isinstance(raw, dict):
         return None, [CorpusError(line, "$", f"expected a JSON object, got {type(raw).__name__}")]
@@ -287,7 +287,7 @@ def parse_dialogue(
         num_turns_completed=rec.num_turns_completed,
         turn_count=len(rec.turn_records),
         blueprint_id=rec.blueprint_id,
-        style_code=style_codes.get(rec.style_combination_index, ""),
+        style=styles.get(rec.style_combination_index),
     )
     return (
         ParsedDialogue(line, raw, rec, anchor_turns, anchor_texts, trigger_anchor_keys, findings),

@@ -59,7 +59,7 @@ def test_export_carries_workbench_additions_that_import_reads_back():
     assert ext["persona"] == extension["persona"]
     assert ext["anchors"] == extension["anchors"]
     assert ext["trigger_anchors"] == extension["trigger_anchors"]
-    assert ext["style"]["code"] == "Q" and ext["style"]["min_words"] == 15
+    assert ext["style"]["code"] == "Q" and ext["style"]["min_words"] == 5
     # Into a fresh database and out again: the same.
     Dialogue.objects.all().delete()
     corpus_import(stream=stream(jsonl_bytes([exported])))

@@ -93,6 +93,24 @@ def test_blueprint_suffix_naming_other_traits_than_the_style():
     assert _codes(record) == ["style_code_mismatch"]
 
 
+@pytest.mark.parametrize(
+    ("blueprint_id", "style"),
+    # The first five dialogues of the release's final_dialogues.jsonl, which --strict refused
+    # when the table was a reconstruction (9 = EV, 8 = EQ there).
+    [
+        ("BP_P_01_EVA", 21),
+        ("BP_P_01_Q", 4),
+        ("BP_P_01_NONE", 1),
+        ("BP_P_01_VQ", 9),
+        ("BP_P_01_VAE", 8),
+    ],
+)
+def test_the_releases_own_labels_are_no_finding(blueprint_id, style):
+    uid = f"{blueprint_id}__style{style}__" + "0" * 32
+    record = dialogue_record(uid, style=style, blueprint_id=blueprint_id, persona_uuid="0" * 32)
+    assert "style_code_mismatch" not in _codes(record)
+
+
 def test_findings_are_counted_in_the_summary():
     records = [
         dialogue_record(triggers=((1, "EMERGENT"), (3, "CRITICAL"), (8, "RECOVERY"))),

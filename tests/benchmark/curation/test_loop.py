@@ -47,9 +47,9 @@ def test_full_run_writes_one_release_record(spec):
     record = run(spec, agents)
 
     assert list(record) == [*OFFICIAL_KEYS, "x_workbench"]
-    assert record["blueprint_id"] == "BP_TEST_PROFESSIONAL_01_PQ"
+    assert record["blueprint_id"] == "BP_TEST_PROFESSIONAL_01_PIM"
     assert record["unique_id_eval"] == (
-        f"BP_TEST_PROFESSIONAL_01_PQ__style12__{scripted.PERSONA_UUID}"
+        f"BP_TEST_PROFESSIONAL_01_PIM__style12__{scripted.PERSONA_UUID}"
     )
     assert record["uuid"] == scripted.PERSONA_UUID
     assert record["category_key"] == "professional_persona"
@@ -193,7 +193,7 @@ def test_the_planner_never_sees_the_style(spec):
         assert spec.style.description not in text
         assert "Precise and exact" not in text
         assert "full of questions" not in text.lower()
-        assert re.search(r"\bPQ\b", text) is None
+        assert re.search(r"\bPIM\b", text) is None
         assert spec.blueprint_id not in text
         assert "5-25" not in text and "5–25" not in text
         assert scripted.HIDDEN_GOAL in text  # it does see the scenario

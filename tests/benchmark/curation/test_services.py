@@ -47,7 +47,7 @@ def test_a_curated_dialogue_is_imported_as_a_draft(scenario, endpoints):
     assert dialogue.scenario == scenario
     assert dialogue.persona == scenario.persona
     assert dialogue.style.index == scripted.STYLE_INDEX
-    assert dialogue.blueprint.key == "BP_TEST_PROFESSIONAL_01_PQ"
+    assert dialogue.blueprint.key == "BP_TEST_PROFESSIONAL_01_PIM"
     assert dialogue.curation_model == "planner-ep-model"
     assert dialogue.prompt_versions == {"planner": "v1", "user_agent": "v1", "assistant": "v1"}
     assert dialogue.curated_at is not None
@@ -97,7 +97,7 @@ def test_an_inactive_endpoint_is_refused(scenario, endpoints):
 def test_a_blueprint_gives_its_id_and_roadmap_but_not_its_style(scenario, endpoints):
     style = scripted.style()
     blueprint = Blueprint.objects.create(
-        key="BP_TEST_PROFESSIONAL_01_PQ",
+        key="BP_TEST_PROFESSIONAL_01_PIM",
         scenario=scenario,
         style=style,
         strategic_overview="Drip the CFO first, then the hybrid setup, then the vote.",
