@@ -18,6 +18,7 @@ from typing import IO
 
 from django.db import transaction
 
+from benchmark.corpus.findings import StyleTraits
 from benchmark.corpus.parsing import (
     MAX_REPORTED_ERRORS,
     CorpusError,
@@ -27,7 +28,6 @@ from benchmark.corpus.parsing import (
     iter_json_lines,
     parse_dialogue,
 )
-from benchmark.corpus.findings import StyleTraits
 from benchmark.corpus.writer import BatchWriter, ImportSummary
 from benchmark.models import CommunicationStyle
 
