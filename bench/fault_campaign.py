@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from pipeline import _ensure_database  # noqa: E402  (one way to make the scratch database)
 
-KEY_ENV = "FAULT_CAMPAIGN_ANTHROPIC_KEY"
+KEY_ENV = "FAULT_CAMPAIGN_ANTHROPIC_API_KEY"
 
 
 class RedisServer:

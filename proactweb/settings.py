@@ -214,6 +214,10 @@ CELERY_BEAT_SCHEDULE = {
 EVAL_BATCH_SIZE = env_int("EVAL_BATCH_SIZE", 32)
 EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
 
+# Environment variables an endpoint may name as its API key, besides any name ending in
+# _API_KEY; the workbench's own secrets are refused even if listed (benchmark/providers/keys.py).
+PROACTBENCH_API_KEY_ENV_ALLOWED = env_list("PROACTBENCH_API_KEY_ENV_ALLOWED", [])
+
 # --- Input limits (every import: corpus, results, studies, scores; admin and command line) ---
 # One record (a JSON Lines line, a CSV row) longer than this is refused with its line number,
 # before it is read into memory; a file larger than PROACTBENCH_MAX_FILE_BYTES is refused

@@ -67,6 +67,12 @@ class EvaluationRunForm(forms.ModelForm):
         judges, primary = data.get("judges"), data.get("primary_judge")
         if primary and judges is not None and primary not in judges:
             self.add_error("primary_judge", "The primary judge must be one of the judges.")
+        # No dialogues chosen = the default, frozen on the run when it is saved (as run_create
+        # does), so that the page shows what will be evaluated.
+        if "dialogues" in data and not data["dialogues"]:
+            data["dialogues"] = run_service.dialogues_default()
+            if not data["dialogues"].exists():
+                self.add_error("dialogues", f"{run_service.NO_ACCEPTED_DIALOGUES} here.")
         return data
 
 
@@ -106,11 +112,17 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     @admin.action(description="Launch selected runs")
     def launch_runs(self, request, queryset):
         launched = 0
-        for run in queryset.filter(status=RunStatus.QUEUED):
+        for run in queryset:
+            try:
+                run_service.run_check_launchable(run=run)
+            except run_service.RunActionError as exc:
+                messages.error(request, f"{run}: not launched: {exc}.")
+                continue
             _audit(request, run, AuditAction.LAUNCH)
             _enqueue_after_commit(launch_run, run.pk)
             launched += 1
-        messages.info(request, f"Launching {launched} run(s); progress updates live.")
+        if launched:
+            messages.info(request, f"Launching {launched} run(s); progress updates live.")
 
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset):
@@ -124,10 +136,19 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Resume selected runs")
     def resume_runs(self, request, queryset):
+        resumed = 0
         for run in queryset:
+            if run.status == RunStatus.QUEUED:  # resuming it launches it
+                try:
+                    run_service.run_check_launchable(run=run)
+                except run_service.RunActionError as exc:
+                    messages.error(request, f"{run}: not resumed: {exc}.")
+                    continue
             _audit(request, run, AuditAction.RESUME)
             _enqueue_after_commit(resume_run, run.pk)
-        messages.info(request, f"Resuming {queryset.count()} run(s).")
+            resumed += 1
+        if resumed:
+            messages.info(request, f"Resuming {resumed} run(s).")
 
     @admin.action(description="Retry errored units")
     def retry_errors(self, request, queryset):
@@ -155,12 +176,28 @@ class EvaluationRunAdmin(admin.ModelAdmin):
             *super().get_urls(),
         ]
 
+    @staticmethod
+    def _live_context(run: EvaluationRun) -> dict:
+        """What the progress fragment and the run's buttons are drawn from."""
+        progress = run_service.run_progress(run=run)
+        return {
+            "run": run,
+            "progress": progress,
+            "actions": run_service.run_actions(run=run, progress=progress),
+        }
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        run = EvaluationRun.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        if run is not None:
+            extra_context = {**(extra_context or {}), **self._live_context(run)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
     def progress_view(self, request: HttpRequest, run_id: int) -> HttpResponse:
+        """The progress fragment the run's page polls, with the run's buttons swapped in out
+        of band (they live in the page's object tools, outside the polled element)."""
         run = get_object_or_404(EvaluationRun, pk=run_id)
         return TemplateResponse(
-            request,
-            "admin/benchmark/evaluationrun/progress.html",
-            {"run": run, "progress": run_service.run_progress(run=run)},
+            request, "admin/benchmark/evaluationrun/progress.html", self._live_context(run)
         )
 
     def action_view(self, request: HttpRequest, run_id: int, action: str) -> HttpResponse:

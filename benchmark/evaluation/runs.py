@@ -40,6 +40,27 @@ class RunActionError(Exception):
     """A run action that does not apply to the run's current state."""
 
 
+CANCELLABLE = (RunStatus.QUEUED, RunStatus.RUNNING)
+RESUMABLE = (
+    RunStatus.CANCELLING,
+    RunStatus.CANCELLED,
+    RunStatus.DONE,
+    RunStatus.FAILED,
+    RunStatus.RUNNING,
+)
+"""The states ``run_cancel`` and ``run_resume`` move a run from (a queued run is resumed by
+launching it)."""
+
+NO_ACCEPTED_DIALOGUES = "No accepted dialogues: accept some in Dialogues, or choose dialogues"
+"""The start of the refusal when a run's default dialogues are none; each interface says how to
+choose them."""
+
+
+def dialogues_default():
+    """The dialogues a run evaluates when none are chosen: the accepted ones."""
+    return Dialogue.objects.filter(status=DialogueStatus.ACCEPTED)
+
+
 @transaction.atomic
 def run_create(
     *,
@@ -53,7 +74,7 @@ def run_create(
     primary_judge: ModelEndpoint | None = None,
     created_by=None,
 ) -> EvaluationRun:
-    """A queued run. Default dialogues: the accepted ones."""
+    """A queued run. Default dialogues: the accepted ones (``dialogues_default``)."""
     conditions = list(dict.fromkeys(conditions))
     unknown = set(conditions) - set(Condition.values)
     if unknown or not conditions:
@@ -70,9 +91,47 @@ def run_create(
     run.endpoints.set(list(endpoints))
     run.judges.set(judges)
     if dialogues is None:
-        dialogues = Dialogue.objects.filter(status=DialogueStatus.ACCEPTED)
+        dialogues = dialogues_default()
     run.dialogues.set(list(dialogues))
     return run
+
+
+def run_check_launchable(*, run: EvaluationRun) -> None:
+    """Raise ``RunActionError`` saying why launching ``run`` would evaluate nothing, and what to
+    choose instead. A launch that makes no unit ends at once as "done, 0 / 0 units", which looks
+    like success; every interface (admin, command) asks this before it enqueues the launch."""
+    if run.status != RunStatus.QUEUED:
+        raise RunActionError(f"only a queued run can be launched; this one is {run.status}")
+    if not run.endpoints.exists():
+        raise RunActionError("the run has no models under test: choose some on the run")
+    if not run.dialogues.exists():
+        raise RunActionError(
+            "the run has no dialogues, so there is nothing to evaluate: choose some on the run"
+        )
+    if not Trigger.objects.filter(turn__dialogue__in=run.dialogues.all()).exists():
+        raise RunActionError(
+            "the run's dialogues have no trigger turns, so there is nothing to evaluate: "
+            "choose dialogues that have triggers"
+        )
+
+
+def run_actions(*, run: EvaluationRun, progress: RunProgress) -> frozenset[str]:
+    """The run-page buttons that would do something now (the others are shown disabled): the
+    page polls the progress and redraws them with it, so they follow the run's live state."""
+    actions = set()
+    if run.status == RunStatus.QUEUED:
+        actions.add("launch")
+    if run.status in CANCELLABLE:
+        actions.add("cancel")
+    unfinished = progress.by_state.get(UnitState.PENDING, 0) + progress.by_state.get(
+        UnitState.RUNNING, 0
+    )
+    # A failed launch may have made no unit: resuming it makes them.
+    if run.status in RESUMABLE and (unfinished or run.status == RunStatus.FAILED):
+        actions.add("resume")
+    if progress.by_state.get(UnitState.ERROR, 0):
+        actions.add("retry")
+    return frozenset(actions)
 
 
 def run_audit_record(
@@ -162,9 +221,9 @@ def run_launch(*, run_id: int) -> int:
 def run_cancel(*, run_id: int) -> None:
     """Stop making calls: units check the run's status before every call, and pending units
     are never started. The run is cancelled once no unit is running any more."""
-    moved = EvaluationRun.objects.filter(
-        pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]
-    ).update(status=RunStatus.CANCELLING)
+    moved = EvaluationRun.objects.filter(pk=run_id, status__in=CANCELLABLE).update(
+        status=RunStatus.CANCELLING
+    )
     if not moved:
         raise RunActionError("only a queued or running run can be cancelled")
     from benchmark.evaluation.engine import run_finish_if_complete
@@ -178,16 +237,9 @@ def run_resume(*, run_id: int) -> int:
     run = EvaluationRun.objects.get(pk=run_id)
     if run.status == RunStatus.QUEUED:
         return run_launch(run_id=run_id)
-    moved = EvaluationRun.objects.filter(
-        pk=run_id,
-        status__in=[
-            RunStatus.CANCELLING,
-            RunStatus.CANCELLED,
-            RunStatus.DONE,
-            RunStatus.FAILED,
-            RunStatus.RUNNING,
-        ],
-    ).update(status=RunStatus.RUNNING, finished_at=None)
+    moved = EvaluationRun.objects.filter(pk=run_id, status__in=RESUMABLE).update(
+        status=RunStatus.RUNNING, finished_at=None
+    )
     if not moved:
         raise RunActionError("this run cannot be resumed")
     run_units_create(run=run)

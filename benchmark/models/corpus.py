@@ -11,7 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.db.models import Q
 
-from benchmark.providers import registry
+from benchmark.providers import keys, registry
 
 
 class Domain(models.Model):
@@ -286,7 +286,7 @@ class ModelEndpoint(models.Model):
         blank=True,
         validators=[
             RegexValidator(
-                r"^[A-Z_][A-Z0-9_]*$", "Name of an environment variable, e.g. OPENAI_API_KEY."
+                keys.ENV_NAME_PATTERN, "Name of an environment variable, e.g. OPENAI_API_KEY."
             )
         ],
         help_text="Name of the environment variable that holds the key (never the key).",
@@ -301,18 +301,21 @@ class ModelEndpoint(models.Model):
 
     def clean(self) -> None:
         """What the endpoint's provider needs (its registry entry says): a key variable, a base
-        URL. Not a database constraint, because the providers are registered in code and a new
-        one must not need a migration; ``provider_for`` refuses the same endpoints at call time.
-        An unknown provider is refused by the field's choices."""
-        spec = registry.lookup(self.provider)
-        if spec is None:
-            return
+        URL; and a key variable that may be sent at all (keys.py). Not a database constraint,
+        because the providers are registered in code and a new one must not need a migration;
+        ``provider_for`` refuses the same endpoints at call time. An unknown provider is
+        refused by the field's choices."""
         errors = {}
-        if spec.needs_api_key and not self.api_key_env:
+        if self.api_key_env and keys.is_env_name(self.api_key_env):
+            refusal = keys.api_key_env_refusal(self.api_key_env)
+            if refusal:
+                errors["api_key_env"] = refusal
+        spec = registry.lookup(self.provider)
+        if spec is not None and spec.needs_api_key and not self.api_key_env:
             errors["api_key_env"] = (
                 f"{spec.label} needs the name of the environment variable that holds its key."
             )
-        if spec.needs_base_url and not self.base_url:
+        if spec is not None and spec.needs_base_url and not self.base_url:
             errors["base_url"] = f"{spec.label} has no default URL: give the server's base URL."
         if errors:
             raise ValidationError(errors)

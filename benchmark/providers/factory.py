@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from benchmark.models import ModelEndpoint
-from benchmark.providers import registry
+from benchmark.providers import keys, registry
 from benchmark.providers.base import (
     ChatMessage,
     ChatProvider,
@@ -101,7 +101,9 @@ def _spec(endpoint: ModelEndpoint) -> ProviderSpec:
 
 def _api_key(endpoint: ModelEndpoint, spec: ProviderSpec) -> str:
     """The key from the environment; "" for a provider that needs none and an endpoint that
-    names none (a variable that is named must be set, whatever the provider)."""
+    names none (a variable that is named must be set, whatever the provider). The variable
+    must be one an endpoint may name (keys.py), whatever wrote the endpoint: ``clean`` is not
+    run by the ORM, a fixture or an import."""
     name = endpoint.api_key_env
     if not name:
         if not spec.needs_api_key:
@@ -110,6 +112,15 @@ def _api_key(endpoint: ModelEndpoint, spec: ProviderSpec) -> str:
             f"endpoint {endpoint.name} names no environment variable for its API key",
             retryable=False,
         )
+    if not keys.is_env_name(name):
+        # Not echoed: a key pasted into the field instead of a variable's name.
+        raise ProviderError(
+            f"endpoint {endpoint.name}: api_key_env is not the name of an environment variable",
+            retryable=False,
+        )
+    refusal = keys.api_key_env_refusal(name)
+    if refusal:
+        raise ProviderError(f"endpoint {endpoint.name}: api_key_env {refusal}", retryable=False)
     value = os.environ.get(name, "").strip()
     if not value:
         raise ProviderError(

@@ -2,6 +2,7 @@ import getpass
 import time
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from tqdm import tqdm
 
 from benchmark.evaluation import runs
@@ -9,7 +10,6 @@ from benchmark.models import (
     AuditAction,
     AuditVia,
     Dialogue,
-    DialogueStatus,
     EvaluationRun,
     ModelEndpoint,
     RunStatus,
@@ -55,14 +55,24 @@ class Command(BaseCommand):
             run = EvaluationRun.objects.filter(pk=o["resume"]).first()
             if run is None:
                 raise CommandError(f"No run with id {o['resume']}")
-            runs.run_resume(run_id=run.pk)
+            try:
+                if run.status == RunStatus.QUEUED:  # resuming it launches it
+                    runs.run_check_launchable(run=run)
+                runs.run_resume(run_id=run.pk)
+            except runs.RunActionError as exc:
+                raise CommandError(f"Not resumed: {exc}.") from None
             self._audit(run, AuditAction.RESUME)
         else:
             missing = [f"--{k}" for k in ("name", "models", "judges") if not o[k]]
             if missing:
                 raise CommandError(f"{', '.join(missing)} required (or --resume RUN_ID)")
             if o["dialogues"] == "accepted":
-                dialogues = Dialogue.objects.filter(status=DialogueStatus.ACCEPTED)
+                dialogues = runs.dialogues_default()
+                if not dialogues.exists():
+                    raise CommandError(
+                        f"{runs.NO_ACCEPTED_DIALOGUES} with --dialogues all or "
+                        "--dialogues ID,ID (unique_id_eval values)."
+                    )
             elif o["dialogues"] == "all":
                 dialogues = Dialogue.objects.all()
             else:
@@ -71,20 +81,23 @@ class Command(BaseCommand):
                 if dialogues.count() != len(set(ids)):
                     raise CommandError("Some dialogues were not found")
             if not dialogues.exists():
-                raise CommandError("No dialogues selected (none accepted yet? use --dialogues all)")
+                raise CommandError("No dialogues in the corpus: import some first (import_corpus).")
             judges = self._endpoints(o["judges"])
             try:
-                run = runs.run_create(
-                    name=o["name"],
-                    endpoints=self._endpoints(o["models"]),
-                    judges=judges,
-                    dialogues=dialogues,
-                    conditions=o["conditions"].split(","),
-                    samples=o["samples"],
-                    use_cache=not o["no_cache"],
-                )
+                # A run that would evaluate nothing is not kept: it would end "done, 0 units".
+                with transaction.atomic():
+                    run = runs.run_create(
+                        name=o["name"],
+                        endpoints=self._endpoints(o["models"]),
+                        judges=judges,
+                        dialogues=dialogues,
+                        conditions=o["conditions"].split(","),
+                        samples=o["samples"],
+                        use_cache=not o["no_cache"],
+                    )
+                    runs.run_check_launchable(run=run)
             except runs.RunActionError as exc:
-                raise CommandError(str(exc)) from None
+                raise CommandError(f"Not launched: {exc}.") from None
             self._audit(run, AuditAction.LAUNCH)
             launch_run.delay(run.pk)
         self.stdout.write(f"Run {run.pk} launched.")

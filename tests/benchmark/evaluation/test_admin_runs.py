@@ -126,7 +126,7 @@ def test_test_connection_action_reports_success_and_failure(
         display_name="Broken",
         provider="openai",
         model_name="x",
-        api_key_env="PROACTBENCH_TEST_UNSET_KEY",
+        api_key_env="PROACTBENCH_TEST_UNSET_API_KEY",
     )
     response = client.post(
         reverse("admin:benchmark_modelendpoint_changelist"),
@@ -135,7 +135,7 @@ def test_test_connection_action_reports_success_and_failure(
     )
     html = response.content.decode()
     assert "M: answered" in html
-    assert "PROACTBENCH_TEST_UNSET_KEY" in html and "is not set" in html
+    assert "PROACTBENCH_TEST_UNSET_API_KEY" in html and "is not set" in html
 
 
 def test_annotators_and_researchers_cannot_touch_runs(client_for, annotator, researcher, endpoints):

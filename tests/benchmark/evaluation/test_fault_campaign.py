@@ -31,7 +31,7 @@ from tests.fakes.vendor_server import FakeVendorServer, FaultRates, bench_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-KEY_ENV = "FAULT_TEST_ANTHROPIC_KEY"
+KEY_ENV = "FAULT_TEST_ANTHROPIC_API_KEY"
 RATES = dict(
     rate_429=0.20,
     rate_500=0.05,

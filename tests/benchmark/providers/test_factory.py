@@ -28,25 +28,25 @@ def _hello() -> ChatRequest:
 
 
 def test_a_missing_key_names_the_variable_and_the_endpoint(monkeypatch):
-    monkeypatch.delenv("PB_TEST_OPENAI_KEY", raising=False)
-    endpoint = _endpoint("openai", name="gpt-main", api_key_env="PB_TEST_OPENAI_KEY")
+    monkeypatch.delenv("PB_TEST_OPENAI_API_KEY", raising=False)
+    endpoint = _endpoint("openai", name="gpt-main", api_key_env="PB_TEST_OPENAI_API_KEY")
 
     with pytest.raises(ProviderError) as caught:
         factory.provider_for(endpoint)
 
     assert str(caught.value) == (
-        "environment variable PB_TEST_OPENAI_KEY is not set for endpoint gpt-main"
+        "environment variable PB_TEST_OPENAI_API_KEY is not set for endpoint gpt-main"
     )
     assert not caught.value.retryable
 
 
 def test_the_key_reaches_the_server_but_never_an_error_or_a_log(monkeypatch, server, caplog):
     caplog.set_level(logging.DEBUG)
-    monkeypatch.setenv("PB_TEST_OPENAI_KEY", SECRET)
+    monkeypatch.setenv("PB_TEST_OPENAI_API_KEY", SECRET)
     endpoint = _endpoint(
         "openai-compatible",
         base_url=server.openai_base_url,
-        api_key_env="PB_TEST_OPENAI_KEY",
+        api_key_env="PB_TEST_OPENAI_API_KEY",
     )
     server.script(Fault.unauthorized())  # whose message quotes the key, as OpenAI's does
 
@@ -113,7 +113,7 @@ def test_a_bad_endpoint_setting_is_named(setting, server):
 
 
 def test_openai_sends_max_completion_tokens_and_compatible_servers_max_tokens(monkeypatch, server):
-    monkeypatch.setenv("PB_TEST_OPENAI_KEY", SECRET)
+    monkeypatch.setenv("PB_TEST_OPENAI_API_KEY", SECRET)
     request = ChatRequest(
         model="m", messages=(ChatMessage("user", "hi"),), params={"max_tokens": 9}
     )
@@ -122,18 +122,18 @@ def test_openai_sends_max_completion_tokens_and_compatible_servers_max_tokens(mo
         ("openai-compatible", "max_tokens"),
     ]:
         endpoint = _endpoint(
-            provider, base_url=server.openai_base_url, api_key_env="PB_TEST_OPENAI_KEY"
+            provider, base_url=server.openai_base_url, api_key_env="PB_TEST_OPENAI_API_KEY"
         )
         factory.provider_for(endpoint).complete(request)
         assert server.requests()[-1].body[field] == 9
 
 
 def test_anthropic_endpoints_get_the_messages_provider(monkeypatch, server):
-    monkeypatch.setenv("PB_TEST_ANTHROPIC_KEY", SECRET)
+    monkeypatch.setenv("PB_TEST_ANTHROPIC_API_KEY", SECRET)
     endpoint = _endpoint(
         "anthropic",
         base_url=server.anthropic_base_url,
-        api_key_env="PB_TEST_ANTHROPIC_KEY",
+        api_key_env="PB_TEST_ANTHROPIC_API_KEY",
         default_params={"max_tokens": 300},
     )
 
@@ -168,16 +168,16 @@ def test_connection_test_sends_one_tiny_request(server):
 
 
 def test_connection_test_reports_a_missing_key(monkeypatch):
-    monkeypatch.delenv("PB_TEST_ANTHROPIC_KEY", raising=False)
-    endpoint = _endpoint("anthropic", api_key_env="PB_TEST_ANTHROPIC_KEY")
+    monkeypatch.delenv("PB_TEST_ANTHROPIC_API_KEY", raising=False)
+    endpoint = _endpoint("anthropic", api_key_env="PB_TEST_ANTHROPIC_API_KEY")
 
-    with pytest.raises(ProviderError, match="PB_TEST_ANTHROPIC_KEY is not set"):
+    with pytest.raises(ProviderError, match="PB_TEST_ANTHROPIC_API_KEY is not set"):
         factory.test_connection(endpoint)
 
 
 def test_providers_are_built_for_every_vendor_shape(monkeypatch):
-    monkeypatch.setenv("PB_TEST_OPENAI_KEY", SECRET)
-    endpoint = _endpoint("openai", api_key_env="PB_TEST_OPENAI_KEY")
+    monkeypatch.setenv("PB_TEST_OPENAI_API_KEY", SECRET)
+    endpoint = _endpoint("openai", api_key_env="PB_TEST_OPENAI_API_KEY")
 
     provider = factory.provider_for(endpoint)
 

@@ -109,7 +109,7 @@ def test_endpoint_provider_choices_come_from_the_registry(toy):
 
 @pytest.mark.django_db
 def test_an_unknown_provider_is_refused_by_model_validation():
-    endpoint = _endpoint("no-such-vendor", api_key_env="SOME_KEY")
+    endpoint = _endpoint("no-such-vendor", api_key_env="SOME_API_KEY")
 
     with pytest.raises(ValidationError) as caught:
         endpoint.full_clean()
