@@ -289,7 +289,9 @@ class ModelEndpoint(models.Model):
                 keys.ENV_NAME_PATTERN, "Name of an environment variable, e.g. OPENAI_API_KEY."
             )
         ],
-        help_text="Name of the environment variable that holds the key (never the key).",
+        help_text="Name of the environment variable that holds the key (never the key): one ending "
+        "in _API_KEY, or listed in PROACTBENCH_API_KEY_ENV_ALLOWED; never the workbench's own "
+        "secrets.",
     )
     is_active = models.BooleanField(default=True)
 
