@@ -135,15 +135,7 @@ class StudyAdmin(admin.ModelAdmin):
         "created_by",
         "created_at",
     )
-    fields = (
-        "name",
-        "status",
-        "instructions",
-        "reason_required",
-        "lease_minutes",
-        "reveal_judge_verdict",
-        *readonly_fields,
-    )
+    fields = (*StudyAdminForm.Meta.fields, *readonly_fields)
     inlines = [RaterInline, ArchiveEventInline]
     change_list_template = "admin/annotation/study/change_list.html"
     change_form_template = "admin/annotation/study/change_form.html"

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from core.processes import celery_worker_argv  # noqa: E402  (after the path is set)
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -81,12 +83,7 @@ def _start_workers(n: int, threads: int, queue: str, env: dict) -> list[subproce
     return [
         subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "proactweb",
-                "worker",
+                *celery_worker_argv(),
                 "--pool=threads",
                 f"--concurrency={threads}",
                 "-Q",

@@ -30,7 +30,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -39,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+
+from core.processes import celery_worker_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,12 +93,7 @@ class Workers:
         self.started += 1
         return subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "proactweb",
-                "worker",
+                *celery_worker_argv(),
                 "--pool=threads",
                 f"--concurrency={self.threads}",
                 "-Q",

@@ -86,6 +86,16 @@ class StyleSpec:
     def trait_flags(self) -> dict[str, bool]:
         return {field: key in self.high for key, field, _ in TRAITS}
 
+    def row(self) -> dict[str, object]:
+        """The seeded CommunicationStyle's fields other than ``index`` (the migrations')."""
+        return {
+            "code": self.code,
+            "description": self.description,
+            "min_words": self.min_words,
+            "max_words": self.max_words,
+            **self.trait_flags(),
+        }
+
 
 def _ordered(keys: Iterable[str]) -> list[str]:
     wanted = set(keys)

@@ -14,16 +14,7 @@ def seed(apps, schema_editor):
             key=key, defaults={"name": name, "description": description, "order": order}
         )
     for spec in coherent_styles():
-        Style.objects.update_or_create(
-            index=spec.index,
-            defaults={
-                "code": spec.code,
-                "description": spec.description,
-                "min_words": spec.min_words,
-                "max_words": spec.max_words,
-                **spec.trait_flags(),
-            },
-        )
+        Style.objects.update_or_create(index=spec.index, defaults=spec.row())
 
 
 def unseed(apps, schema_editor):

@@ -14,16 +14,7 @@ def reseed(apps, schema_editor):
         style.code = f"#{style.index}"
         style.save(update_fields=["code"])
     for spec in coherent_styles():
-        Style.objects.update_or_create(
-            index=spec.index,
-            defaults={
-                "code": spec.code,
-                "description": spec.description,
-                "min_words": spec.min_words,
-                "max_words": spec.max_words,
-                **spec.trait_flags(),
-            },
-        )
+        Style.objects.update_or_create(index=spec.index, defaults=spec.row())
 
 
 class Migration(migrations.Migration):

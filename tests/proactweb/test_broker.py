@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,6 +17,7 @@ from django.conf import settings
 from kombu import Connection
 
 from benchmark.tasks import worker_health
+from core.processes import celery_worker_argv
 
 TRUNCATED = b'{"body": "eyJ0YXNrIjogImJlbmNobWFyay53b3JrZXJfaGVhbHRoIi'  # cut mid-message
 
@@ -124,12 +124,7 @@ def test_a_real_worker_survives_a_truncated_message_and_runs_the_next_task(tmp_p
     queue_name = f"test-{uuid.uuid4().hex[:8]}"
     worker = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "proactweb",
-            "worker",
+            *celery_worker_argv(),
             "--pool=solo",
             "-Q",
             queue_name,

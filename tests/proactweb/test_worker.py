@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connection
 
 from benchmark.tasks import worker_health
+from core.processes import celery_worker_argv
 
 pytestmark = pytest.mark.slow
 
@@ -25,12 +26,7 @@ def worker_queue():
     queue = f"test-{uuid.uuid4().hex[:8]}"
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "proactweb",
-            "worker",
+            *celery_worker_argv(),
             "--pool=solo",
             "-Q",
             queue,

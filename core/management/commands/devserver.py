@@ -8,6 +8,7 @@ import time
 from django.core.management.base import BaseCommand
 
 from core.backoff import backoff_s
+from core.processes import celery_worker_argv
 
 # A worker that ran this long before it died was working: its next restart starts the backoff
 # over. One that dies sooner is crash-looping and waits longer each time, up to the cap.
@@ -41,12 +42,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, addrport, concurrency, **options):
         self.worker_command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "proactweb",
-            "worker",
+            *celery_worker_argv(),
             "--pool=threads",
             f"--concurrency={concurrency}",
             "--loglevel=INFO",

@@ -8,7 +8,6 @@ unit has exactly one result, and no request that had completed once was ever sen
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -30,6 +29,7 @@ from benchmark.models import (
     RunStatus,
     UnitState,
 )
+from core.processes import celery_worker_argv
 from proactweb.celery import app as celery_app
 from tests.factories import jsonl_bytes, records_for, stream
 from tests.fakes.vendor_server import FakeVendorServer
@@ -60,12 +60,7 @@ def _database_url() -> str:
 def _start_worker(queue: str) -> subprocess.Popen:
     return subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "proactweb",
-            "worker",
+            *celery_worker_argv(),
             "--pool=threads",
             "--concurrency=4",
             "-Q",
