@@ -4,6 +4,7 @@ the staff pages, folded in the page in the annotation workspace); a short text i
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -167,3 +168,20 @@ def test_show_all_swaps_in_the_whole_text_in_a_browser(
     assert page.evaluate("window.__xss") is None
     context.close()
     connection.close()  # the ORM's connection from this thread (see the untrusted-text test)
+
+
+@pytest.mark.slow
+def test_opening_show_all_in_a_bubble_reads_on_as_the_whole_text(browser):
+    """The workspace's fold, in Chromium with the app's stylesheet: closed, the cut text, the
+    marker and Show all; opened, the whole text and nothing else."""
+    text = ("Line of a long reply here. " * 12 + "\n") * 100
+    css = (Path(__file__).resolve().parents[2] / "static" / "css" / "app.css").read_text()
+    page = browser.new_page()
+    bubbles = chat_bubbles([{"role": "assistant", "text": text}])
+    page.set_content(f"<style>{css}</style><main><div class='chat'>{bubbles}</div></main>")
+    closed = page.inner_text(".bubble .text")
+    more = len(text) - display_cut(text)
+    assert closed.endswith(f"… {more:,} more characters\nShow all") and len(closed) < CAP + 100
+    page.click("summary")
+    assert page.inner_text(".bubble .text") == text
+    page.close()
