@@ -8,7 +8,9 @@ containing ``<script>`` therefore stays text, inside or outside a mark.
 Time and memory are linear in the reply plus the marks: each quote is one regular expression
 searched over the raw text, and the marks are laid out from their boundaries alone (no
 per-character state). Quotes are looked for in the reply's first
-``PROACTBENCH_EVIDENCE_MAX_CHARS`` characters, as in grading.
+``PROACTBENCH_EVIDENCE_MAX_CHARS`` characters, as in grading. A reply longer than
+``PROACTBENCH_DISPLAY_MAX_CHARS`` is shown cut with "show all" (``highlight``), its marks on
+both sides of the cut.
 """
 
 import re
@@ -18,6 +20,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from benchmark.evaluation.evidence import max_graded_chars, normalise, split_fragments
+from core.long_text import cut_text, display_cut
 
 _SAME_QUOTE = {'"': '["“”„]', "'": "['‘’‚]"}
 
@@ -46,7 +49,28 @@ def quote_spans(reply: str, evidence: str) -> list[tuple[int, int]]:
 
 def highlight(reply: str, marks: list[tuple[str, str]]) -> SafeString:
     """The reply as HTML with each (css class, evidence) quote marked. Overlapping quotes get
-    one mark carrying both classes."""
+    one mark carrying both classes. A reply longer than the display cap is cut, the rest
+    under "show all" (core/long_text.py) and marked there too: a cut that would fall inside a
+    mark moves back to where the mark begins (so a quote reads whole on one side), unless
+    that is more than half the shown text away; then the mark is split in two at the cut."""
+    pieces = _pieces(reply, marks)
+    cut = display_cut(reply)
+    if cut is None:
+        return mark_safe("".join(_piece(reply[a:b], on) for a, b, on in pieces))  # noqa: S308
+    for a, b, on in pieces:
+        if a < cut < b:
+            if on and a >= cut // 2:
+                cut = a
+            break
+    shown = "".join(_piece(reply[a : min(b, cut)], on) for a, b, on in pieces if a < cut)
+    rest = "".join(_piece(reply[max(a, cut) : b], on) for a, b, on in pieces if b > cut)
+    # noqa below: every piece of the reply is escaped in _piece
+    return cut_text(mark_safe(shown), mark_safe(rest), len(reply) - cut)  # noqa: S308
+
+
+def _pieces(reply: str, marks: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
+    """The reply as consecutive (start, end, classes marking it) pieces, from 0 to its end;
+    the classes as one shared string per combination (a reply has thousands of pieces)."""
     # +1 where a class's span opens, -1 where it closes; a class is on while its count is > 0.
     changes: dict[int, Counter[str]] = {}
     for css_class, evidence in marks:
@@ -54,21 +78,30 @@ def highlight(reply: str, marks: list[tuple[str, str]]) -> SafeString:
             changes.setdefault(start, Counter())[css_class] += 1
             changes.setdefault(end, Counter())[css_class] -= 1
     active: Counter[str] = Counter()
-    out: list[str] = []
+    pieces: list[tuple[int, int, str]] = []
+    classes: dict[frozenset[str], str] = {}
     previous = 0
     for boundary in sorted(changes):
         after = +(active + changes[boundary])  # + drops classes whose spans have all closed
         if set(after) != set(active):
-            out.append(_piece(reply[previous:boundary], active))
+            if boundary > previous:
+                pieces.append((previous, boundary, _classes(active, classes)))
             previous = boundary
         active = after
-    out.append(_piece(reply[previous:], active))
-    return mark_safe("".join(out))  # noqa: S308 — every piece of the reply is escaped in _piece
+    pieces.append((previous, len(reply), _classes(active, classes)))
+    return pieces
 
 
-def _piece(text: str, active: Counter[str]) -> str:
+def _classes(active: Counter[str], known: dict[frozenset[str], str]) -> str:
+    key = frozenset(active)
+    if key not in known:
+        known[key] = " ".join(sorted(key))
+    return known[key]
+
+
+def _piece(text: str, classes: str) -> str:
     if not text:
         return ""
-    if active:
-        return f'<mark class="evidence {" ".join(sorted(active))}">{escape(text)}</mark>'
+    if classes:
+        return f'<mark class="evidence {classes}">{escape(text)}</mark>'
     return str(escape(text))

@@ -7,6 +7,7 @@ from pathlib import Path
 BENCHMARKS = [
     "machine.py",
     "corpus_import.py",
+    "oversized_input.py",
     "pipeline.py",
     "stats.py",
     "annotation_next.py",

@@ -4,6 +4,7 @@ of queries, whatever the size of the corpus."""
 from dataclasses import dataclass
 
 from django.db.models import Count, Prefetch, Q, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from benchmark.models import (
@@ -84,3 +85,18 @@ def dialogue_for_reading(*, pk: int) -> Dialogue:
         Prefetch("anchors", queryset=Anchor.objects.select_related("disclosed_in").order_by("id")),
     )
     return get_object_or_404(queryset, pk=pk)
+
+
+# A turn's two texts, by the name its "show all" URL gives them.
+TURN_TEXTS = {"user": "user_message", "assistant": "assistant_response"}
+
+
+def turn_text(*, pk: int, index: int, part: str) -> str:
+    """One of a dialogue's turn texts in full (a long one is shown cut on the reading page);
+    404 for a turn or a part that does not exist."""
+    field = TURN_TEXTS.get(part)
+    if field is None:
+        raise Http404(f"a turn has no {part!r} text")
+    return get_object_or_404(
+        Turn.objects.values_list(field, flat=True), dialogue_id=pk, index=index
+    )

@@ -44,3 +44,14 @@ def dialogue_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "finding_count": len(dialogue.findings),
         },
     )
+
+
+@staff_like_required
+def turn_text(request: HtmxHttpRequest, pk: int, index: int, part: str) -> HttpResponse:
+    """A turn's text in full: the reading page's "show all" (htmx swaps in the text alone)."""
+    context = {"pk": pk, "index": index, "part": part}
+    context["text"] = selectors.turn_text(pk=pk, index=index, part=part)
+    template = "benchmark/turn_text.html"
+    if request.htmx:
+        template += "#text"
+    return render(request, template, context)

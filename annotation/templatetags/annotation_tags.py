@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from annotation.kinds.base import StudyKind
+from core.long_text import long_text, max_display_chars
 
 register = template.Library()
 
@@ -97,16 +98,24 @@ def chat_bubbles(messages: list[dict]) -> SafeString:
     """A conversation's bubbles (``components/chat.html``), the last one marked current. In
     Python rather than a template loop: a workspace shows up to twenty messages on every
     request, and Django's loop cost a thousand calls for them. Texts are model and corpus
-    output: escaped (the standard library's ``html.escape``, quotes included), never markup."""
+    output: escaped (the standard library's ``html.escape``, quotes included), never markup;
+    one longer than the display cap is cut, its rest folded under "show all" (core/long_text:
+    the workspace's URLs must not tell which reply is which, so the rest is not fetched)."""
     last = len(messages) - 1
     return SafeString(
         "\n".join(
             f'<div class="bubble {escape(m["role"])}{" is-current" if n == last else ""}">'
             f'<div class="who">{"User" if m["role"] == "user" else "Assistant"}</div>'
-            f'<div class="text">{escape(m["text"])}</div></div>'
+            f'<div class="text">{_text(m["text"])}</div></div>'
             for n, m in enumerate(messages)
         )
     )
+
+
+def _text(text: str) -> str:
+    if len(text) > max_display_chars():
+        return long_text(text)
+    return escape(text)
 
 
 @register.filter

@@ -48,6 +48,7 @@ def test_marking_a_long_reply_takes_memory_linear_in_it():
     import tracemalloc
 
     reply = ("Keep the card safe and copy it twice before you format anything. " * 4_000)[:250_000]
+    highlight(reply, [])  # loads the template engine (its imports are not the reply's memory)
     tracemalloc.start()
     try:
         html = str(highlight(reply, [("judge-a", "copy it twice"), ("judge-b", "it twice before")]))

@@ -73,6 +73,7 @@ EXPECTED: dict[str, dict[str, int]] = {
     "logout": row(405, 405, 405, 405),  # POST only
     "benchmark:dialogue_list": STAFF_LIKE,
     "benchmark:dialogue_detail": STAFF_LIKE,
+    "benchmark:turn_text": STAFF_LIKE,  # a long turn text's "show all"
     "annotation:home": row(LOGIN, OK, OK, OK),
     # Workspaces: only a study's own raters reach it (asked for with the rater's study and their
     # own item), anyone else is a 404, staff included; actions are POST only.
@@ -255,6 +256,7 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
     run = EvaluationRun.objects.get()
     by_name = {
         "benchmark:dialogue_detail": [Dialogue.objects.first().pk],
+        "benchmark:turn_text": [Dialogue.objects.first().pk, 1, "user"],
         "admin:app_list": ["benchmark"],
         "admin:view_on_site": [
             __import__("django.contrib.contenttypes.models")
