@@ -13,27 +13,13 @@ per-character state). Quotes are looked for in the reply's first
 both sides of the cut.
 """
 
-import re
 from collections import Counter
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from benchmark.evaluation.evidence import max_graded_chars, normalise, split_fragments
+from benchmark.evaluation.evidence import max_graded_chars, raw_pattern, split_fragments
 from core.long_text import cut_text, display_cut
-
-_SAME_QUOTE = {'"': '["“”„]', "'": "['‘’‚]"}
-
-
-def _pattern(fragment: str) -> re.Pattern[str] | None:
-    """The fragment as a pattern over the raw reply: any run of whitespace between its words,
-    a straight or curly quote wherever it has one."""
-    words = normalise(fragment).split(" ")
-    if words == [""]:
-        return None
-    return re.compile(
-        r"\s+".join("".join(_SAME_QUOTE.get(c) or re.escape(c) for c in word) for word in words)
-    )
 
 
 def quote_spans(reply: str, evidence: str) -> list[tuple[int, int]]:
@@ -41,7 +27,7 @@ def quote_spans(reply: str, evidence: str) -> list[tuple[int, int]]:
     searched = reply[: max_graded_chars()]
     spans = []
     for fragment in split_fragments(evidence) or [evidence.strip(' "')]:
-        pattern = _pattern(fragment.strip())
+        pattern = raw_pattern(fragment.strip())
         if pattern is not None:
             spans += [match.span() for match in pattern.finditer(searched)]
     return spans

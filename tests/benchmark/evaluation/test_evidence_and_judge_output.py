@@ -1,6 +1,8 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from benchmark.evaluation.evidence import grade_evidence, quote_in_reply, split_fragments
+from benchmark.evaluation.evidence import grade_evidence, loose, quote_in_reply, split_fragments
 from benchmark.evaluation.judge_output import JudgeOutputError, parse_judge_output
 
 REPLY = (
@@ -174,3 +176,21 @@ def test_the_release_samples_fragments_are_graded_as_expected():
     assert grades.count("exact") == 18
     assert grades.count("close") == 12  # main: 7 close, 5 wrongly not found (Markdown, lists)
     assert grades.count("not_found") == 0
+
+
+def _loose_by_definition(text: str) -> str:
+    return " ".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from("aZ9 _\t\n\x1c\x1f.,*–→é日本\u00a0\u2003\u3000İß²ǅ\u0301🙂")
+        | st.characters(),
+        max_size=40,
+    )
+)
+def test_loose_is_its_definition(text):
+    # loose() works over UTF-8 bytes with NumPy for speed; it must equal the plain definition
+    # on any text: ASCII, letters and marks, every kind of whitespace, astral characters.
+    assert loose(text) == _loose_by_definition(text)
