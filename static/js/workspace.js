@@ -4,7 +4,8 @@
 //   data-check-row          an audit checklist row; its options' data-check-keys answer it,
 //                           the checklist's data-row-next / data-row-previous keys move rows
 //   data-toggle-shortcuts   opens the "?" overlay
-// Shortcuts pause while a text box has focus (Esc leaves it; Ctrl+Enter submits from it).
+// Shortcuts pause while a text box has focus (Esc leaves it; Ctrl+Enter submits from it). Each
+// item, and each form sent back with a problem, opens with focus outside every text box.
 // The server decides everything that matters; this file only moves focus and clicks.
 (function () {
   "use strict";
@@ -135,8 +136,13 @@
     return ws && ws.dataset.item ? "proactbench-draft:" + ws.dataset.item : null;
   }
 
+  // A draft belongs to the item of the form it was typed in, and a workspace being replaced
+  // saves none: a text box that loses focus as htmx swaps its workspace out fires "change"
+  // when the next item is already in the page (and is then what getElementById finds).
   function saveDraft(form) {
-    const key = draftKey(workspace());
+    const ws = form.closest("#workspace");
+    if (!ws || ws.dataset.leaving === "1") return;
+    const key = draftKey(ws);
     if (!key) return;
     const values = {};
     new FormData(form).forEach((value, name) => {
@@ -189,7 +195,12 @@
     forgetOtherDrafts(ws);
     restoreDraft(ws);
     ws.querySelectorAll("[data-scroll-bottom]").forEach((el) => (el.scrollTop = el.scrollHeight));
-    if (!isTyping(document.activeElement)) ws.focus({ preventScroll: true });
+    // Every item, and every form sent back with a problem, starts with focus on the workspace
+    // (htmx would put it back in the text box of the same id), so the keys the page and its
+    // error messages name work at once; r goes to the box.
+    ws.focus({ preventScroll: true });
+    const problem = ws.querySelector(".errorlist");
+    if (problem) problem.scrollIntoView({ block: "nearest" });
   }
 
   document.addEventListener("input", (event) => {
@@ -211,6 +222,12 @@
     },
     true,
   );
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const target = event.detail.target;
+    if (event.detail.shouldSwap && target && target.id === "workspace") {
+      target.dataset.leaving = "1";
+    }
+  });
   // After every swap of #workspace (a new element, so it has no "shown" mark yet).
   document.addEventListener("htmx:afterSettle", () => {
     const ws = workspace();
