@@ -9,9 +9,11 @@ import secrets
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import kinds, selectors
@@ -69,6 +71,7 @@ def _workspace(
         "shortcuts": kind.all_shortcuts(),
         "notice": notice,
         "is_open": study.status == StudyStatus.OPEN,
+        "draft_owner": _draft_owner(request.user),
     }
     if assignment is not None:
         context["view"] = kind.item_view(assignment, study)
@@ -85,6 +88,12 @@ def _workspace(
     if request.htmx:
         template += "#workspace"
     return render(request, template, context)
+
+
+def _draft_owner(user: User) -> str:
+    """Whose drafts this browser keeps (static/js/drafts.js): a keyed hash of the account, so
+    that one annotator's unsent answer is never refilled for another, and the key names no one."""
+    return salted_hmac("annotation.draft-owner", str(user.pk)).hexdigest()[:16]
 
 
 def _initial(kind: StudyKind, assignment: Assignment) -> dict:

@@ -129,71 +129,15 @@
     if (event.target.closest("[data-toggle-shortcuts]")) toggleShortcuts();
   });
 
-  // --- Each item: time on it, a draft that survives a reload, focus ------------------------
+  // --- Each item: time on it, its draft (static/js/drafts.js), focus -----------------------
   let shownAt = performance.now();
-
-  function draftKey(ws) {
-    return ws && ws.dataset.item ? "proactbench-draft:" + ws.dataset.item : null;
-  }
-
-  // A draft belongs to the item of the form it was typed in, and a workspace being replaced
-  // saves none: a text box that loses focus as htmx swaps its workspace out fires "change"
-  // when the next item is already in the page (and is then what getElementById finds).
-  function saveDraft(form) {
-    const ws = form.closest("#workspace");
-    if (!ws || ws.dataset.leaving === "1") return;
-    const key = draftKey(ws);
-    if (!key) return;
-    const values = {};
-    new FormData(form).forEach((value, name) => {
-      if (!["csrfmiddlewaretoken", "idempotency_key", "elapsed_ms"].includes(name)) {
-        values[name] = value;
-      }
-    });
-    try {
-      localStorage.setItem(key, JSON.stringify(values));
-    } catch (e) {
-      /* storage full or disabled: drafts are a convenience */
-    }
-  }
-
-  function restoreDraft(ws) {
-    const key = draftKey(ws);
-    const form = ws && ws.querySelector("form[data-answer]");
-    if (!key || !form || form.querySelector(".errorlist")) return;
-    let values = null;
-    try {
-      values = JSON.parse(localStorage.getItem(key) || "null");
-    } catch (e) {
-      values = null;
-    }
-    if (!values) return;
-    Object.entries(values).forEach(([name, value]) => {
-      form.querySelectorAll(`[name="${CSS.escape(name)}"]`).forEach((field) => {
-        if (field.type === "radio" || field.type === "checkbox") field.checked = field.value === value;
-        else field.value = value;
-      });
-    });
-  }
-
-  function forgetOtherDrafts(ws) {
-    const keep = draftKey(ws);
-    try {
-      Object.keys(localStorage)
-        .filter((k) => k.startsWith("proactbench-draft:") && k !== keep)
-        .forEach((k) => localStorage.removeItem(k));
-    } catch (e) {
-      /* ignore */
-    }
-  }
 
   function itemShown() {
     const ws = workspace();
     shownAt = performance.now();
     if (!ws) return;
     ws.dataset.shown = "1";
-    forgetOtherDrafts(ws);
-    restoreDraft(ws);
+    if (window.proactbenchDrafts) window.proactbenchDrafts.restoreOnly(ws); // static/js/drafts.js
     ws.querySelectorAll("[data-scroll-bottom]").forEach((el) => (el.scrollTop = el.scrollHeight));
     // Every item, and every form sent back with a problem, starts with focus on the workspace
     // (htmx would put it back in the text box of the same id), so the keys the page and its
@@ -203,14 +147,6 @@
     if (problem) problem.scrollIntoView({ block: "nearest" });
   }
 
-  document.addEventListener("input", (event) => {
-    const form = event.target.closest && event.target.closest("form[data-answer]");
-    if (form) saveDraft(form);
-  });
-  document.addEventListener("change", (event) => {
-    const form = event.target.closest && event.target.closest("form[data-answer]");
-    if (form) saveDraft(form);
-  });
   // Capture phase: runs before htmx's own submit handler collects the form's values.
   document.addEventListener(
     "submit",
@@ -222,12 +158,6 @@
     },
     true,
   );
-  document.addEventListener("htmx:beforeSwap", (event) => {
-    const target = event.detail.target;
-    if (event.detail.shouldSwap && target && target.id === "workspace") {
-      target.dataset.leaving = "1";
-    }
-  });
   // After every swap of #workspace (a new element, so it has no "shown" mark yet).
   document.addEventListener("htmx:afterSettle", () => {
     const ws = workspace();

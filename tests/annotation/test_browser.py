@@ -348,3 +348,36 @@ def test_after_a_failed_required_check_the_keys_it_names_work(
         3,
         "Right direction, no anchor.",
     )
+
+
+def test_a_draft_is_its_annotators_own_and_logging_out_forgets_it(
+    page, live_server, make_study, make_annotators
+):
+    """Issue #14, F7: drafts were kept per item only and outlived the session, so the next
+    annotator at a shared browser holding the same item found the last one's choice and reason."""
+    one, two = make_annotators(2)
+    study = make_study(annotators=[one, two], overlap=2, max_items=2)
+
+    def open_workspace(user) -> None:
+        login(page, live_server, user)  # clears the cookies only: storage is the browser's
+        page.goto(f"{live_server.url}/annotate/{study.pk}/")
+
+    open_workspace(two)
+    item = press_until_new_item(page, "Enter", "")
+    open_workspace(one)
+    assert press_until_new_item(page, "Enter", "") == item  # both hold the same item
+    for key in ("1", "Shift+Digit4", "r"):
+        page.keyboard.press(key)
+    page.keyboard.type("One's reason")
+    page.keyboard.press("Escape")
+    assert len(page.evaluate(DRAFTS)) == 1
+    # That session ends without a logout (cookies gone); the other annotator resumes the item.
+    open_workspace(two)
+    assert current_item(page) == item
+    assert page.evaluate(FORM_AS_SENT) == []
+    assert page.input_value("#workspace textarea[name=note]") == ""
+    page.keyboard.press("2")
+    assert len(page.evaluate(DRAFTS)) == 1  # theirs; the other annotator's is gone
+    page.click("form[data-logout] button[type=submit]")
+    page.wait_for_url(re.compile(r".*/accounts/(login|logout)/.*"))
+    assert page.evaluate(DRAFTS) == []
