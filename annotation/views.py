@@ -22,6 +22,7 @@ from annotation.kinds.base import COMMON_SHORTCUTS, StudyKind
 from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
 from annotation.services.assignments import (
     AnswerRejected,
+    SubmitResult,
     UndoRefused,
     answer_submit,
     answer_undo,
@@ -36,6 +37,10 @@ NOTHING_LEFT = "Nothing is left for you in this study right now. Thank you!"
 LATE_NOTICE = (
     "Your answer arrived after this item's time ran out and it had gone to someone else: it was "
     "kept, but not counted. Here is your next item."
+)
+ALREADY_ANSWERED = (
+    "Not saved: you had already answered that item (in another tab or window?), and that first "
+    "answer is kept: {answer}. To change it, use Undo while it is your last answer."
 )
 
 
@@ -154,9 +159,18 @@ def answer(request: SignedInRequest, study_id: int, token: str) -> HttpResponse:
         )
     following = result.following
     notice = LATE_NOTICE if result.late else ""
+    if result.kept_earlier:
+        notice = ALREADY_ANSWERED.format(answer=_answer_summary(kinds.get(study.kind), result))
     if following is None and not notice:
         notice = NOTHING_LEFT
     return _after_action(request, rater, following, notice=notice)
+
+
+def _answer_summary(kind: StudyKind, result: SubmitResult) -> str:
+    """The kept answer as its annotator saw it (by screen position in a pairwise study)."""
+    kept = result.answer
+    shown = kind.answer_shown(kept)
+    return f"{shown}, confidence {kept.confidence}" if kept.confidence else shown
 
 
 @login_required

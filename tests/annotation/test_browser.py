@@ -381,3 +381,27 @@ def test_a_draft_is_its_annotators_own_and_logging_out_forgets_it(
     page.click("form[data-logout] button[type=submit]")
     page.wait_for_url(re.compile(r".*/accounts/(login|logout)/.*"))
     assert page.evaluate(DRAFTS) == []
+
+
+def test_a_second_tab_is_told_its_answer_was_not_saved(
+    page, live_server, make_study, make_annotators
+):
+    """Issue #14, F8: the second tab's different answer used to vanish without a word."""
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1, max_items=3)
+    login(page, live_server, user)
+    url = f"{live_server.url}/annotate/{study.pk}/"
+    page.goto(url)
+    item = press_until_new_item(page, "Enter", "")
+    other = page.context.new_page()
+    other.goto(url)
+    assert current_item(other) == item
+    page.keyboard.press("1")
+    page.keyboard.press("Shift+Digit4")
+    following = press_until_new_item(page, "Enter", item)
+    other.keyboard.press("2")
+    other.keyboard.press("Shift+Digit2")
+    assert press_until_new_item(other, "Enter", item) == following
+    notice = other.inner_text("#workspace .notice")
+    assert "Not saved" in notice and "Response 1, confidence 4" in notice
+    assert [a.details["choice"] for a in Answer.objects.all()] == ["1"]
