@@ -158,8 +158,10 @@
     },
     true,
   );
-  // After every swap of #workspace (a new element, so it has no "shown" mark yet).
-  document.addEventListener("htmx:afterSettle", () => {
+  // After every swap of #workspace (a new element, so it has no "shown" mark yet): on
+  // afterSwap, in the same task as the swap, as no key can arrive in between; the settle comes
+  // a timer later, when the annotator may already be typing in the new item.
+  document.addEventListener("htmx:afterSwap", () => {
     const ws = workspace();
     if (ws && ws.dataset.shown !== "1") itemShown();
   });

@@ -319,6 +319,28 @@ def test_every_way_of_submitting_opens_the_next_item_empty_and_ready_for_keys(
     assert page.dialogs == []
 
 
+def test_typing_the_moment_the_next_item_appears_stays_in_the_box(
+    page, live_server, make_study, make_annotators
+):
+    """The item is taken in (focus, draft) as it is swapped in, not at htmx's settle a timer
+    later: that moved focus out of a box the annotator was already typing in."""
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1, max_items=3)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    page.evaluate("htmx.config.defaultSettleDelay = 400")  # a slow machine's settle
+    item = press_until_new_item(page, "Enter", "")
+    page.wait_for_timeout(500)
+    page.keyboard.press("1")
+    page.keyboard.press("Shift+Digit4")
+    item = press_until_new_item(page, "Enter", item)
+    page.keyboard.press("r")
+    page.keyboard.type("Typed at once")
+    page.wait_for_timeout(500)  # the settle has come and gone
+    page.keyboard.type(", and later.")
+    assert page.input_value("#workspace textarea[name=note]") == "Typed at once, and later."
+
+
 def test_after_a_failed_required_check_the_keys_it_names_work(
     page, live_server, make_study, make_annotators
 ):
