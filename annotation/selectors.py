@@ -97,14 +97,25 @@ def _seconds(rater_ref) -> Subquery:
 
 
 def _open_for_rater() -> Subquery:
-    """For a Rater row: items of its study it has not held that still lack answers (an
-    estimate of what is left for them: others' running leases are not subtracted)."""
+    """For a Rater row: the items of its study still lacking answers that are its to answer —
+    the one it holds, and those it has never held in the places its role takes (a split audit's
+    third place is an adjudicator's), as ``sql.first_candidate`` hands them out. An estimate of
+    what is left for them: others' running leases are not subtracted."""
+    for_role = Q(needs_adjudication=False, annotates=True) | Q(
+        needs_adjudication=True, adjudicates=True
+    )
     return Subquery(
-        StudyItem.objects.filter(
-            study=OuterRef("study_id"), completed_answers__lt=F("required_answers")
+        StudyItem.objects.annotate(
+            annotates=ExpressionWrapper(OuterRef("annotates"), output_field=BooleanField()),
+            adjudicates=ExpressionWrapper(OuterRef("adjudicates"), output_field=BooleanField()),
         )
+        .filter(for_role, study=OuterRef("study_id"), completed_answers__lt=F("required_answers"))
         .exclude(
-            Exists(Assignment.objects.filter(item=OuterRef("pk"), rater=OuterRef(OuterRef("pk"))))
+            Exists(
+                Assignment.objects.filter(
+                    item=OuterRef("pk"), rater=OuterRef(OuterRef("pk"))
+                ).exclude(state=AssignmentState.LEASED)
+            )
         )
         .values("study")
         .annotate(n=Count("id"))

@@ -9,9 +9,11 @@ import secrets
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import kinds, selectors
@@ -20,6 +22,7 @@ from annotation.kinds.base import COMMON_SHORTCUTS, StudyKind
 from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
 from annotation.services.assignments import (
     AnswerRejected,
+    SubmitResult,
     UndoRefused,
     answer_submit,
     answer_undo,
@@ -30,10 +33,19 @@ from annotation.services.studies import StudyInputError, rater_exclusion_set, st
 from core.http import SignedInRequest
 from core.roles import staff_like_required
 
-NOTHING_LEFT = "Nothing is left for you in this study right now. Thank you!"
+# Said when Next hands out nothing while items are still left for the annotator (the finished
+# and the closed study say so in the workspace itself).
+NOTHING_FREE = (
+    "Nothing is free for you right now: the items left are with other annotators for the "
+    "moment. Try again in a few minutes."
+)
 LATE_NOTICE = (
     "Your answer arrived after this item's time ran out and it had gone to someone else: it was "
     "kept, but not counted. Here is your next item."
+)
+ALREADY_ANSWERED = (
+    "Not saved: you had already answered that item (in another tab or window?), and that first "
+    "answer is kept: {answer}. To change it, use Undo while it is your last answer."
 )
 
 
@@ -58,17 +70,21 @@ def _workspace(
     *,
     form: AnswerForm | None = None,
     notice: str = "",
+    nothing_handed_out: bool = False,
 ) -> HttpResponse:
     study = rater.study
     kind = kinds.get(study.kind)
+    progress = selectors.rater_progress(rater=rater, with_left=assignment is None)
     context = {
         "study": study,
         "kind": kind,
         "assignment": assignment,
-        "progress": selectors.rater_progress(rater=rater, with_left=assignment is None),
+        "progress": progress,
         "shortcuts": kind.all_shortcuts(),
         "notice": notice,
         "is_open": study.status == StudyStatus.OPEN,
+        "draft_owner": _draft_owner(request.user),
+        "nothing_free": NOTHING_FREE if nothing_handed_out and progress.left else "",
     }
     if assignment is not None:
         context["view"] = kind.item_view(assignment, study)
@@ -87,6 +103,12 @@ def _workspace(
     return render(request, template, context)
 
 
+def _draft_owner(user: User) -> str:
+    """Whose drafts this browser keeps (static/js/drafts.js): a keyed hash of the account, so
+    that one annotator's unsent answer is never refilled for another, and the key names no one."""
+    return salted_hmac("annotation.draft-owner", str(user.pk)).hexdigest()[:16]
+
+
 def _initial(kind: StudyKind, assignment: Assignment) -> dict:
     """The form as the rater left it (an undone answer), with a fresh idempotency key."""
     initial = kind.form_initial(selectors.undone_answer(assignment=assignment), assignment)
@@ -94,11 +116,24 @@ def _initial(kind: StudyKind, assignment: Assignment) -> dict:
     return initial
 
 
-def _after_action(request: SignedInRequest, rater: Rater, assignment, **kwargs) -> HttpResponse:
+def _after_action(
+    request: SignedInRequest,
+    rater: Rater,
+    assignment: Assignment | None,
+    *,
+    notice: str = "",
+    nothing_handed_out: bool = False,
+) -> HttpResponse:
+    """The workspace after a POST: in the htmx swap, or (without htmx) redirected to, with the
+    notice as a message. ``nothing_handed_out``: Next (or an answer's hand-out) found nothing."""
     if request.htmx:
-        return _workspace(request, rater, assignment, **kwargs)
-    if kwargs.get("notice"):
-        messages.info(request, kwargs["notice"])
+        return _workspace(
+            request, rater, assignment, notice=notice, nothing_handed_out=nothing_handed_out
+        )
+    if nothing_handed_out and not notice and rater.study.status == StudyStatus.OPEN:
+        notice = NOTHING_FREE if selectors.rater_progress(rater=rater).left else ""
+    if notice:
+        messages.info(request, notice)
     return redirect("annotation:workspace", study_id=rater.study_id)
 
 
@@ -115,8 +150,7 @@ def workspace(request: SignedInRequest, study_id: int) -> HttpResponse:
 def next_item(request: SignedInRequest, study_id: int) -> HttpResponse:
     rater = selectors.rater_for(user=request.user, study_id=study_id)
     assignment = assignment_next(rater=rater)
-    notice = "" if assignment else NOTHING_LEFT
-    return _after_action(request, rater, assignment, notice=notice)
+    return _after_action(request, rater, assignment, nothing_handed_out=assignment is None)
 
 
 @login_required
@@ -145,9 +179,18 @@ def answer(request: SignedInRequest, study_id: int, token: str) -> HttpResponse:
         )
     following = result.following
     notice = LATE_NOTICE if result.late else ""
-    if following is None and not notice:
-        notice = NOTHING_LEFT
-    return _after_action(request, rater, following, notice=notice)
+    if result.kept_earlier:
+        notice = ALREADY_ANSWERED.format(answer=_answer_summary(kinds.get(study.kind), result))
+    return _after_action(
+        request, rater, following, notice=notice, nothing_handed_out=following is None
+    )
+
+
+def _answer_summary(kind: StudyKind, result: SubmitResult) -> str:
+    """The kept answer as its annotator saw it (by screen position in a pairwise study)."""
+    kept = result.answer
+    shown = kind.answer_shown(kept)
+    return f"{shown}, confidence {kept.confidence}" if kept.confidence else shown
 
 
 @login_required

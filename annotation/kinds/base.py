@@ -50,7 +50,9 @@ class SummaryLine:
 COMMON_SHORTCUTS = (
     Shortcut("Enter", "submit the answer (or start / next)"),
     Shortcut("Ctrl+Enter", "submit while typing in a text box"),
-    Shortcut("r", "jump to the reason / note box"),
+    Shortcut(
+        "r", "jump to the reason / note box (each item, and a form sent back, starts outside it)"
+    ),
     Shortcut("Esc", "leave the text box (shortcuts work again)"),
     Shortcut("u", "undo your last answer in this study"),
     Shortcut("?", "show or hide this list"),

@@ -17,11 +17,13 @@ transaction waits for an item's lock while it holds another item's — an answer
 the next item is handed out — so item locks cannot deadlock.
 
 Idempotency: an answer carries the form's idempotency key (unique); resubmitting the same key
-returns the first answer and changes nothing. Nothing is deleted: an undo retracts the answer
-(kept, with ``retracted_at``) and reopens the assignment; an answer that arrives after its item
-went to someone else is stored, retracted as ``lapsed``. An answer after which the judge's
-verdict was shown (``answer_verdict_reveal``) is final: undo refuses it, or else a rater could
-answer again knowing the verdict and the agreement statistics would count the copy.
+returns the first answer and changes nothing, and so does a second answer to an item already
+answered (another tab): the first is kept, and the result says so when the two differ. Nothing
+is deleted: an undo retracts the answer (kept, with ``retracted_at``) and reopens the
+assignment; an answer that arrives after its item went to someone else is stored, retracted as
+``lapsed``. An answer after which the judge's verdict was shown (``answer_verdict_reveal``) is
+final: undo refuses it, or else a rater could answer again knowing the verdict and the agreement
+statistics would count the copy.
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ class AnswerInput:
 class SubmitResult:
     answer: Answer
     replayed: bool = False  # the same idempotency key again: nothing changed
+    # The rater had already answered the item differently (another tab or window, or the same
+    # form sent again after a change): that first answer, ``answer``, is kept and this one is not
+    # stored. The first is kept because the statistics, and whatever the rater saw after it
+    # (the next item, a judge's verdict), already followed from it.
+    kept_earlier: bool = False
     late: bool = False  # the item had gone to someone else: stored, not counted
     following: Assignment | None = None  # with hand_out_next: the rater's next item, if any
 
@@ -222,14 +229,15 @@ def _store_answer(
     if target.replay_answer_id is not None:
         if target.replay_rater_id != rater.pk:
             raise AnswerRejected("this form was submitted by someone else")
-        return SubmitResult(Answer.objects.get(pk=target.replay_answer_id), replayed=True)
+        kept = Answer.objects.get(pk=target.replay_answer_id)
+        return SubmitResult(kept, replayed=True, kept_earlier=not _same_answer(kept, answer))
     if rater.study.status != StudyStatus.OPEN:
         raise AnswerRejected("this study is closed")
     assignment = target.assignment
     item = assignment.item
     if assignment.state == AssignmentState.DONE:
         live = assignment.answers.get(retracted_at__isnull=True)
-        return SubmitResult(live, replayed=True)
+        return SubmitResult(live, replayed=True, kept_earlier=not _same_answer(live, answer))
     fields = {
         "assignment": assignment,
         "idempotency_key": idempotency_key,
@@ -257,6 +265,15 @@ def _store_answer(
     item.completed_answers += 1
     _item_changed(item, rater.study, now)
     return SubmitResult(stored)
+
+
+def _same_answer(stored: Answer, sent: AnswerInput) -> bool:
+    return (stored.label, stored.confidence, stored.note, stored.details) == (
+        sent.label,
+        sent.confidence,
+        sent.note,
+        sent.details,
+    )
 
 
 def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | None:

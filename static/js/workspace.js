@@ -4,7 +4,8 @@
 //   data-check-row          an audit checklist row; its options' data-check-keys answer it,
 //                           the checklist's data-row-next / data-row-previous keys move rows
 //   data-toggle-shortcuts   opens the "?" overlay
-// Shortcuts pause while a text box has focus (Esc leaves it; Ctrl+Enter submits from it).
+// Shortcuts pause while a text box has focus (Esc leaves it; Ctrl+Enter submits from it). Each
+// item, and each form sent back with a problem, opens with focus outside every text box.
 // The server decides everything that matters; this file only moves focus and clicks.
 (function () {
   "use strict";
@@ -128,78 +129,24 @@
     if (event.target.closest("[data-toggle-shortcuts]")) toggleShortcuts();
   });
 
-  // --- Each item: time on it, a draft that survives a reload, focus ------------------------
+  // --- Each item: time on it, its draft (static/js/drafts.js), focus -----------------------
   let shownAt = performance.now();
-
-  function draftKey(ws) {
-    return ws && ws.dataset.item ? "proactbench-draft:" + ws.dataset.item : null;
-  }
-
-  function saveDraft(form) {
-    const key = draftKey(workspace());
-    if (!key) return;
-    const values = {};
-    new FormData(form).forEach((value, name) => {
-      if (!["csrfmiddlewaretoken", "idempotency_key", "elapsed_ms"].includes(name)) {
-        values[name] = value;
-      }
-    });
-    try {
-      localStorage.setItem(key, JSON.stringify(values));
-    } catch (e) {
-      /* storage full or disabled: drafts are a convenience */
-    }
-  }
-
-  function restoreDraft(ws) {
-    const key = draftKey(ws);
-    const form = ws && ws.querySelector("form[data-answer]");
-    if (!key || !form || form.querySelector(".errorlist")) return;
-    let values = null;
-    try {
-      values = JSON.parse(localStorage.getItem(key) || "null");
-    } catch (e) {
-      values = null;
-    }
-    if (!values) return;
-    Object.entries(values).forEach(([name, value]) => {
-      form.querySelectorAll(`[name="${CSS.escape(name)}"]`).forEach((field) => {
-        if (field.type === "radio" || field.type === "checkbox") field.checked = field.value === value;
-        else field.value = value;
-      });
-    });
-  }
-
-  function forgetOtherDrafts(ws) {
-    const keep = draftKey(ws);
-    try {
-      Object.keys(localStorage)
-        .filter((k) => k.startsWith("proactbench-draft:") && k !== keep)
-        .forEach((k) => localStorage.removeItem(k));
-    } catch (e) {
-      /* ignore */
-    }
-  }
 
   function itemShown() {
     const ws = workspace();
     shownAt = performance.now();
     if (!ws) return;
     ws.dataset.shown = "1";
-    forgetOtherDrafts(ws);
-    restoreDraft(ws);
+    if (window.proactbenchDrafts) window.proactbenchDrafts.restoreOnly(ws); // static/js/drafts.js
     ws.querySelectorAll("[data-scroll-bottom]").forEach((el) => (el.scrollTop = el.scrollHeight));
-    if (!isTyping(document.activeElement)) ws.focus({ preventScroll: true });
+    // Every item, and every form sent back with a problem, starts with focus on the workspace
+    // (htmx would put it back in the text box of the same id), so the keys the page and its
+    // error messages name work at once; r goes to the box.
+    ws.focus({ preventScroll: true });
+    const problem = ws.querySelector(".errorlist");
+    if (problem) problem.scrollIntoView({ block: "nearest" });
   }
 
-  document.addEventListener("input", (event) => {
-    const form = event.target.closest && event.target.closest("form[data-answer]");
-    if (form) saveDraft(form);
-  });
-  document.addEventListener("change", (event) => {
-    const form = event.target.closest && event.target.closest("form[data-answer]");
-    if (form) saveDraft(form);
-  });
   // Capture phase: runs before htmx's own submit handler collects the form's values.
   document.addEventListener(
     "submit",
@@ -211,8 +158,10 @@
     },
     true,
   );
-  // After every swap of #workspace (a new element, so it has no "shown" mark yet).
-  document.addEventListener("htmx:afterSettle", () => {
+  // After every swap of #workspace (a new element, so it has no "shown" mark yet): on
+  // afterSwap, in the same task as the swap, as no key can arrive in between; the settle comes
+  // a timer later, when the annotator may already be typing in the new item.
+  document.addEventListener("htmx:afterSwap", () => {
     const ws = workspace();
     if (ws && ws.dataset.shown !== "1") itemShown();
   });

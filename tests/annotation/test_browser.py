@@ -1,7 +1,8 @@
 """The workspaces in a real browser: Debian's headless Chromium driven by Playwright against
 pytest-django's live server. Keyboard only: an annotator works through pairs, reloads mid-study
 and resumes at the same item, undoes an answer; an audit split brings in the third auditor; a
-reply carrying a script stays text. A screenshot of each workspace is saved under
+reply carrying a script stays text; every way of submitting, in every workspace, opens the next
+item empty with focus outside the text boxes. A screenshot of each workspace is saved under
 test-artifacts/ (kept by CI as an artifact)."""
 
 import os
@@ -237,3 +238,192 @@ def test_the_other_workspaces_answer_by_keyboard(
     assert answer.label == expected
     if kind == "direct_rating":
         assert "the judge's verdict" in page.inner_text("#workspace")
+
+
+# --- Submitting: every way, every workspace ----------------------------------------------------
+# What each workspace's answer needs, by keys: the keys before the note, and what the saved answer
+# then holds (its label, and its confidence where the kind asks for one).
+ANSWER_BY_KEYS = {
+    "pairwise": (("t", "Shift+Digit3"), "tie", 3),
+    "direct_rating": (("p", "Shift+Digit3"), "PASS", 3),
+    "adjudication": (("a",), "PARTIAL", None),
+    "failure_mode": (("2",), "deliverable_repetition", None),
+    "dialogue_audit": (("y",) * 6 + ("p",), "pass", None),
+}
+SUBMIT_PATHS = ("Control+Enter", "Enter", "button")
+
+# The answer form as the server sent it: no choice, confidence or text carried over from
+# elsewhere (defaultChecked / defaultValue are the markup's own values).
+FORM_AS_SENT = """() => {
+  const form = document.querySelector('#workspace form[data-answer]');
+  return Array.from(form.elements).filter(el =>
+    (el.type === 'radio' || el.type === 'checkbox') ? el.checked !== el.defaultChecked
+      : (el.tagName === 'TEXTAREA' || el.type === 'text') && el.value !== el.defaultValue
+  ).map(el => el.name);
+}"""
+DRAFTS = "() => Object.keys(localStorage).filter(k => k.startsWith('proactbench-draft'))"
+
+
+def wait_for_item(page, previous: str) -> str:
+    """The next item, once workspace.js has taken it in (focus moved, draft restored)."""
+    page.wait_for_function(
+        "prev => { const ws = document.getElementById('workspace');"
+        " return ws && ws.dataset.item && ws.dataset.item !== prev && ws.dataset.shown === '1'; }",
+        arg=previous,
+    )
+    return current_item(page)
+
+
+def focused(page) -> str:
+    return page.evaluate("document.activeElement.tagName + '#' + document.activeElement.id")
+
+
+@pytest.mark.parametrize("kind", list(ANSWER_BY_KEYS))
+def test_every_way_of_submitting_opens_the_next_item_empty_and_ready_for_keys(
+    kind, page, live_server, make_study, make_annotators
+):
+    """Issue #14, bug 1: Ctrl+Enter from the note box carried the answer into the next item (the
+    box's "change", fired as htmx swapped it out, saved it as the next item's draft) and left
+    focus in the box, so the next keys were typed into it."""
+    keys, label, confidence = ANSWER_BY_KEYS[kind]
+    user, *others = make_annotators(3)
+    if kind == "dialogue_audit":  # two auditors a dialogue, and someone to decide a split
+        people = {"annotators": [user, others[0]], "adjudicators": [others[1]]}
+    else:
+        people = {"annotators": [user], "overlap": 1, "condition": ""}
+    study = make_study(kind, max_items=5, reason_required=False, **people)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    item = press_until_new_item(page, "Enter", "")
+    for n, path in enumerate(SUBMIT_PATHS):
+        for key in keys:
+            page.keyboard.press(key)
+        page.keyboard.press("r")
+        page.keyboard.type(f"note {n}")
+        if path == "button":
+            page.click("#workspace form[data-answer] button[type=submit]")
+        elif path == "Enter":
+            page.keyboard.press("Escape")
+            page.keyboard.press("Enter")
+        else:
+            page.keyboard.press("Control+Enter")
+        item = wait_for_item(page, item)
+        assert page.evaluate(FORM_AS_SENT) == [], path
+        assert page.input_value("#workspace textarea[name=note]") == "", path
+        assert page.evaluate(DRAFTS) == [], path
+        assert focused(page) == "SECTION#workspace", path
+    answers = Answer.objects.filter(assignment__rater__user=user).order_by("id")
+    assert [(a.label, a.confidence, a.note) for a in answers] == [
+        (label, confidence, f"note {n}") for n in range(len(SUBMIT_PATHS))
+    ]
+    assert page.dialogs == []
+
+
+def test_typing_the_moment_the_next_item_appears_stays_in_the_box(
+    page, live_server, make_study, make_annotators
+):
+    """The item is taken in (focus, draft) as it is swapped in, not at htmx's settle a timer
+    later: that moved focus out of a box the annotator was already typing in."""
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1, max_items=3)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    page.evaluate("htmx.config.defaultSettleDelay = 400")  # a slow machine's settle
+    item = press_until_new_item(page, "Enter", "")
+    page.wait_for_timeout(500)
+    page.keyboard.press("1")
+    page.keyboard.press("Shift+Digit4")
+    item = press_until_new_item(page, "Enter", item)
+    page.keyboard.press("r")
+    page.keyboard.type("Typed at once")
+    page.wait_for_timeout(500)  # the settle has come and gone
+    page.keyboard.type(", and later.")
+    assert page.input_value("#workspace textarea[name=note]") == "Typed at once, and later."
+
+
+def test_after_a_failed_required_check_the_keys_it_names_work(
+    page, live_server, make_study, make_annotators
+):
+    """Issue #14, bug 1: the form sent back for a blank rationale ("press r to type it") kept
+    focus in the rationale box, so the keys that followed were typed into it."""
+    user = make_annotators(1)[0]
+    study = make_study("direct_rating", annotators=[user], overlap=1, condition="", max_items=2)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    item = press_until_new_item(page, "Enter", "")
+    for key in ("p", "Shift+Digit3", "r"):
+        page.keyboard.press(key)
+    page.keyboard.type("   ")  # passes the browser's check, not the server's
+    page.keyboard.press("Control+Enter")
+    page.wait_for_selector("#workspace .errorlist")
+    page.wait_for_function("document.getElementById('workspace').dataset.shown === '1'")
+    assert "press r to type it" in page.inner_text("#workspace .errorlist")
+    assert focused(page) == "SECTION#workspace"
+    for key in ("a", "r"):  # Partial after all; then the rationale
+        page.keyboard.press(key)
+    page.keyboard.type("Right direction, no anchor.")
+    page.keyboard.press("Control+Enter")
+    wait_for_item(page, item)
+    answer = Answer.objects.get(assignment__rater__user=user)
+    assert (answer.label, answer.confidence, answer.note) == (
+        "PARTIAL",
+        3,
+        "Right direction, no anchor.",
+    )
+
+
+def test_a_draft_is_its_annotators_own_and_logging_out_forgets_it(
+    page, live_server, make_study, make_annotators
+):
+    """Issue #14, F7: drafts were kept per item only and outlived the session, so the next
+    annotator at a shared browser holding the same item found the last one's choice and reason."""
+    one, two = make_annotators(2)
+    study = make_study(annotators=[one, two], overlap=2, max_items=2)
+
+    def open_workspace(user) -> None:
+        login(page, live_server, user)  # clears the cookies only: storage is the browser's
+        page.goto(f"{live_server.url}/annotate/{study.pk}/")
+
+    open_workspace(two)
+    item = press_until_new_item(page, "Enter", "")
+    open_workspace(one)
+    assert press_until_new_item(page, "Enter", "") == item  # both hold the same item
+    for key in ("1", "Shift+Digit4", "r"):
+        page.keyboard.press(key)
+    page.keyboard.type("One's reason")
+    page.keyboard.press("Escape")
+    assert len(page.evaluate(DRAFTS)) == 1
+    # That session ends without a logout (cookies gone); the other annotator resumes the item.
+    open_workspace(two)
+    assert current_item(page) == item
+    assert page.evaluate(FORM_AS_SENT) == []
+    assert page.input_value("#workspace textarea[name=note]") == ""
+    page.keyboard.press("2")
+    assert len(page.evaluate(DRAFTS)) == 1  # theirs; the other annotator's is gone
+    page.click("form[data-logout] button[type=submit]")
+    page.wait_for_url(re.compile(r".*/accounts/(login|logout)/.*"))
+    assert page.evaluate(DRAFTS) == []
+
+
+def test_a_second_tab_is_told_its_answer_was_not_saved(
+    page, live_server, make_study, make_annotators
+):
+    """Issue #14, F8: the second tab's different answer used to vanish without a word."""
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1, max_items=3)
+    login(page, live_server, user)
+    url = f"{live_server.url}/annotate/{study.pk}/"
+    page.goto(url)
+    item = press_until_new_item(page, "Enter", "")
+    other = page.context.new_page()
+    other.goto(url)
+    assert current_item(other) == item
+    page.keyboard.press("1")
+    page.keyboard.press("Shift+Digit4")
+    following = press_until_new_item(page, "Enter", item)
+    other.keyboard.press("2")
+    other.keyboard.press("Shift+Digit2")
+    assert press_until_new_item(other, "Enter", item) == following
+    notice = other.inner_text("#workspace .notice")
+    assert "Not saved" in notice and "Response 1, confidence 4" in notice
+    assert [a.details["choice"] for a in Answer.objects.all()] == ["1"]
