@@ -41,7 +41,7 @@ NOTHING_FREE = (
 )
 LATE_NOTICE = (
     "Your answer arrived after this item's time ran out and it had gone to someone else: it was "
-    "kept, but not counted. Here is your next item."
+    "kept, but not counted."
 )
 ALREADY_ANSWERED = (
     "Not saved: you had already answered that item (in another tab or window?), and that first "

@@ -36,3 +36,11 @@ def test_every_page_carries_the_logout_form_that_forgets_drafts(
     client.force_login(user)
     page = client.get(reverse("annotation:home")).content.decode()
     assert "data-logout" in page and "js/drafts.js" in page
+
+
+def test_logging_out_tells_the_browser_to_clear_the_sites_storage(client, django_user_model):
+    user = django_user_model.objects.create_user("leaving", password="x")
+    client.force_login(user)
+    response = client.post(reverse("logout"))
+    assert response["Clear-Site-Data"] == '"storage"'
+    assert "_auth_user_id" not in client.session

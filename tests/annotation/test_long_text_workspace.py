@@ -70,3 +70,21 @@ def test_a_very_long_quote_across_the_cut_is_marked_on_both_sides():
     out = str(highlight(reply, [("judge-a", quote.strip())]))
     shown, rest = out.split("<details", 1)
     assert '<mark class="evidence judge-a">' in shown and '<mark class="evidence judge-a">' in rest
+
+
+@pytest.mark.parametrize("kind", ["direct_rating", "failure_mode", "pairwise", "dialogue_audit"])
+def test_every_workspace_cuts_a_long_reply_and_folds_the_whole_rest_into_the_page(
+    kind, make_study, client
+):
+    tail = "the very last words of the reply"
+    reply = words(100_000) + tail
+    EvaluationUnit.objects.update(reply=reply)
+    Turn.objects.update(assistant_response=reply)  # what a dialogue audit shows
+    audit = kind == "dialogue_audit"  # two auditors per dialogue, a third person to adjudicate
+    study = make_study(kind, n_annotators=3 if audit else 1, overlap=2 if audit else 1)
+    client.force_login(study.raters.first().user)
+    page = client.post(reverse("annotation:next", args=[study.pk]), follow=True).content.decode()
+    assert '<details class="long-text-rest"><summary>Show all</summary>' in page
+    assert tail in page  # the whole text is reachable, folded
+    # Nothing long is shown in full: the page holds one copy of each text at most.
+    assert page.count(tail) <= page.count('<span class="long-text-more">')
