@@ -1,4 +1,5 @@
 import importlib
+import os
 
 import pytest
 from django.apps import apps as django_apps
@@ -77,3 +78,31 @@ def _migrated_rows_for_transactional_tests(request, django_db_blocker):
     with django_db_blocker.unblock():
         seeds.seed(django_apps, None)
         roles.create_groups(django_apps, None)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium for one test module (tests/browser.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import CHROMIUM, LAUNCH_ARGS
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)")
+    # Playwright's sync API keeps an event loop running in this thread for as long as the
+    # browser lives; the ORM calls the tests (and the database teardown) make meanwhile are
+    # ordinary synchronous calls, which Django would otherwise refuse.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS
+            )
+            yield chromium
+            chromium.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous

@@ -5,7 +5,6 @@ reply carrying a script stays text; every way of submitting, in every workspace,
 item empty with focus outside the text boxes. A screenshot of each workspace is saved under
 test-artifacts/ (kept by CI as an artifact)."""
 
-import os
 import re
 from pathlib import Path
 
@@ -14,42 +13,11 @@ from django.conf import settings
 
 from annotation.models import Answer, AssignmentRole
 from benchmark.models import Dialogue, DialogueStatus, EvaluationUnit, Judgment
+from tests.browser import BROWSER_TESTS
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not os.path.exists(CHROMIUM),
-        reason=f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; "
-        ".ci/run does); Playwright's own browser download is not used",
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop running in this thread for as long as the
-    # browser lives; the ORM calls the tests (and the database teardown) make meanwhile are
-    # ordinary synchronous calls, which Django would otherwise refuse.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-            )
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture

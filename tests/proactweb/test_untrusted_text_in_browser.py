@@ -6,7 +6,6 @@ dashboard (server-side SVG charts included), the scores page and the admin's run
 judgment pages (with the run's live progress fragment loaded by htmx)."""
 
 import io
-import os
 
 import pytest
 from django.core.management import call_command
@@ -23,10 +22,10 @@ from benchmark.models import (
     Turn,
 )
 from stats.models import ExternalBenchmarkScore
+from tests.browser import BROWSER_TESTS
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = BROWSER_TESTS
 
-CHROMIUM = "/usr/bin/chromium"
 # Each piece would set window.__xss if it ran: a script, an event handler, an attribute broken
 # out of, an SVG onload.
 PAYLOAD = (
@@ -63,28 +62,6 @@ def poisoned(monkeypatch):
         uploaded_at=timezone.now(),
     )  # fmt: skip
     return {"run": run, "dialogue": dialogue, "unit": unit}
-
-
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)")
-    with sync_playwright() as playwright:
-        # Nothing but the page under test: this machine has no network to phone home to.
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-quic",
-            ],
-        )
-        yield chromium
-        chromium.close()
 
 
 def test_untrusted_text_stays_inert_on_every_page_that_shows_it(

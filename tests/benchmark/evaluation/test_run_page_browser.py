@@ -1,41 +1,22 @@
 """The run's page in a real browser (Debian's headless Chromium, Playwright, pytest-django's
 live server): its buttons change with the run's state as the page polls, without a reload."""
 
-import os
-
 import pytest
 
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation import runs
 from benchmark.models import Dialogue, ModelEndpoint
+from tests.browser import BROWSER_TESTS
 from tests.factories import jsonl_bytes, records_for, stream
 
-CHROMIUM = "/usr/bin/chromium"
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not os.path.exists(CHROMIUM),
-        reason=f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; "
-        ".ci/run does); Playwright's own browser download is not used",
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture
-def page(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop running in this thread; the test's ORM calls
-    # are ordinary synchronous calls, which Django would otherwise refuse.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
-        yield browser.new_page()
-        browser.close()
+def page(browser):
+    page = browser.new_page()
+    yield page
+    page.close()
 
 
 def test_the_buttons_follow_the_run_s_state_without_a_reload(page, live_server, admin_user):
