@@ -22,7 +22,6 @@ place of difflib's quadratic SequenceMatcher — and look at most at the reply's
 import re
 from dataclasses import dataclass
 
-import numpy as np
 from django.conf import settings
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
@@ -77,6 +76,10 @@ def loose(text: str) -> str:
     (a test checks it), done over the UTF-8 bytes: ASCII by one ``bytes.translate``, runs of
     non-ASCII characters one by one, and the spaces collapsed with NumPy — 18 ms for a 1 MB
     reply where ``str.translate`` or a regular expression took 50–70 ms."""
+    # Imported here: evaluation workers import this module and need NumPy (15 MB) only once a
+    # quote is not found word for word (tests/proactweb/test_worker.py keeps their start lean).
+    import numpy as np
+
     raw = bytearray(text.lower().encode(_UTF8, _LONE_SURROGATES).translate(_ASCII_LOOSE))
     codes = np.frombuffer(raw, dtype=np.uint8)
     non_ascii = codes >= 0x80
