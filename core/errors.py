@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound, JsonResponse
 from django.template import loader
 from django.urls import Resolver404
 from django.views import debug
@@ -67,6 +67,9 @@ class ExceptionReporterFilter(debug.SafeExceptionReporterFilter):
         ]
 
 
+API_PREFIX = "/api/"
+
+
 def _is_admin(request: HttpRequest) -> bool:
     # A request that failed before the authentication middleware ran has no user.
     return is_admin(getattr(request, "user", AnonymousUser()))
@@ -77,6 +80,8 @@ def page_not_found(request: HttpRequest, exception: Http404) -> HttpResponse:
     everyone else, always, the site's plain one."""
     if settings.DEBUG and _is_admin(request):
         return debug.technical_404_response(request, exception)
+    if request.path.startswith(API_PREFIX):  # API clients read JSON errors (the schema says so)
+        return JsonResponse({"detail": "Not found."}, status=404)
     body = loader.render_to_string("404.html", {"request_path": request.path}, request)
     return HttpResponseNotFound(body)
 
