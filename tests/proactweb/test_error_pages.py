@@ -132,3 +132,12 @@ def test_with_debug_off_everyone_gets_the_plain_page(client, admin_user):
 def test_the_404_page_does_not_render_the_path_as_markup(client):
     page = _not_found(client, "/<script>alert(1)</script>/")
     assert "<script>alert(1)" not in page
+
+
+def test_with_debug_off_a_500_is_the_plain_page(settings):
+    settings.ROOT_URLCONF = __name__
+    response = Client(raise_request_exception=False).get("/boom/")
+    assert response.status_code == 500
+    page = response.content.decode()
+    assert "Something went wrong on our side" in page
+    assert "RuntimeError" not in page and LOCAL_PW not in page
