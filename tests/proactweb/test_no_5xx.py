@@ -206,10 +206,11 @@ def _rotated(names: list[str], i: int, values: list[str]) -> dict[str, str]:
 # bits in a list filter's lookup (SQLite cannot bind it) or in the date hierarchy's year
 # (datetime refuses it); on PostgreSQL, a NUL byte in a list filter's text lookup (the server
 # refuses NUL in text; DataError). They are kept apart, not hidden: ``sweep.known`` lists them.
+_ADMIN_GET = r"^staff GET (?:\(htmx\) )?/admin/"
 KNOWN_ADMIN_FAILURES = [
-    re.compile(r"^staff GET /admin/.*'_to_field': ''.*FieldDoesNotExist at .*/contrib/admin/"),
-    re.compile(r"^staff GET /admin/\w+/\w+/ \{'\w+': '9{20}'\} -> 500: OverflowError at "),
-    re.compile(r"^staff GET /admin/\w+/\w+/ \{'\w+': '\\x00'\} -> 500: DataError at .*psycopg"),
+    re.compile(_ADMIN_GET + r".*'_to_field': ''.*FieldDoesNotExist at .*/contrib/admin/"),
+    re.compile(_ADMIN_GET + r"\w+/\w+/ \{'\w+': '9{20}'\} -> 500: OverflowError at "),
+    re.compile(_ADMIN_GET + r"\w+/\w+/ \{'\w+': '\\x00'\} -> 500: DataError at .*psycopg"),
 ]
 
 
@@ -237,16 +238,21 @@ class Sweep:
             f" (raised in {last.filename.rsplit('/', 3)[-1]}:{last.lineno})"
         )
 
-    def ask(self, role: str, method: str, url: str, params: dict | None = None) -> None:
+    def ask(
+        self, role: str, method: str, url: str, params: dict | None = None, htmx: bool = False
+    ) -> None:
         self._raised.clear()
         client = self.clients[role]
-        response = (client.get if method == "GET" else client.post)(url, params or {})
+        headers = {"HX-Request": "true"} if htmx else {}
+        response = (client.get if method == "GET" else client.post)(
+            url, params or {}, headers=headers
+        )
         self.asked += 1
         if response.status_code >= 500:
             shown = {k[:20]: v[:20] for k, v in (params or {}).items()}
             failure = (
-                f"{role} {method} {url[:120]} {str(shown)[:300]} -> {response.status_code}: "
-                + "; ".join(self._raised)
+                f"{role} {method}{' (htmx)' if htmx else ''} {url[:120]} {str(shown)[:300]}"
+                f" -> {response.status_code}: " + "; ".join(self._raised)
             )
             known = any(pattern.search(failure) for pattern in KNOWN_ADMIN_FAILURES)
             (self.known if known else self.failures).append(failure)
@@ -308,8 +314,10 @@ def test_no_query_parameter_answers_5xx(sweep):
         # _changelist_filters): a few requests give each of those several values.
         chosen_requests = requests if not name.startswith("admin:") else requests[::4]
         for role, chosen in _roles_for(name, chosen_requests):
-            for params in chosen:
-                sweep.ask(role, "GET", url, params)
+            for i, params in enumerate(chosen):
+                # A page renders a partial for htmx (its filters swap the results): every
+                # other request asks for that.
+                sweep.ask(role, "GET", url, params, htmx=i % 2 == 1)
         if name in lists:
             sweep.ask("staff", "GET", url, {"q": "x" * 2000})
             for key in _admin_list_parameters(lists[name]):
