@@ -7,6 +7,8 @@ debug pages then show every setting and the request's environment (where ``DATAB
 - ``ExceptionReporterFilter`` (``DEFAULT_EXCEPTION_REPORTER_FILTER``) masks the password of every
   URL it finds in settings, the request's META (the environment, under ``runserver``) and a
   frame's local variables, and applies ``sensitive_post_parameters`` with DEBUG on too;
+  ``ExceptionReporter`` (``DEFAULT_EXCEPTION_REPORTER``) masks any left in the rendered report
+  (exception messages, the reprs of objects);
 - ``page_not_found`` (``handler404``) shows Django's technical 404 only to staff with DEBUG on,
   and ``DebugNotFoundMiddleware`` sends a 404 to it when DEBUG is on (Django then skips the
   handler and shows the technical page to anyone).
@@ -19,13 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound, JsonResponse
 from django.template import loader
 from django.urls import Resolver404
 from django.views import debug
-
-from core.roles import is_admin
 
 # scheme://user:PASSWORD@host — the password runs to the first "@" that is followed by a host
 # (no further "@" before the path, query, a comma of a host list, or the end), which is where
@@ -67,12 +66,28 @@ class ExceptionReporterFilter(debug.SafeExceptionReporterFilter):
         ]
 
 
+class ExceptionReporter(debug.ExceptionReporter):
+    """Django's report, with every URL password masked in what it renders: also those the
+    filter never sees as strings, such as an exception's message (a connection error may quote
+    the URL it tried) or the repr of an object in a frame's variables."""
+
+    def get_traceback_html(self):
+        return mask_url_passwords(super().get_traceback_html(), self.filter.cleansed_substitute)
+
+    def get_traceback_text(self):
+        return mask_url_passwords(super().get_traceback_text(), self.filter.cleansed_substitute)
+
+
 API_PREFIX = "/api/"
 
 
 def _is_admin(request: HttpRequest) -> bool:
-    # A request that failed before the authentication middleware ran has no user.
-    return is_admin(getattr(request, "user", AnonymousUser()))
+    # Imported here: Django's logging set-up imports this module (the error e-mails' reporter)
+    # before the apps, and so the user model, are loaded.
+    from core.roles import is_admin
+
+    user = getattr(request, "user", None)  # none if the request failed before authentication
+    return user is not None and is_admin(user)
 
 
 def page_not_found(request: HttpRequest, exception: Http404) -> HttpResponse:

@@ -303,6 +303,7 @@ X_FRAME_OPTIONS = "DENY"
 # The error report (the DEBUG page, the error e-mails) masks URL passwords (DATABASE_URL,
 # REDIS_URL, broker URLs) in settings and the environment as well as secret-named settings.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "core.errors.ExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER = "core.errors.ExceptionReporter"  # and what is left in the text
 if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

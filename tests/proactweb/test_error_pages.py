@@ -31,6 +31,13 @@ def failing_view(request):
     raise RuntimeError(f"cannot reach the broker at {broker_url.split('@')[1]}")
 
 
+def quoting_view(request):
+    try:
+        raise ConnectionError(f"cannot connect to {REDIS_URL}")
+    except ConnectionError as exc:
+        raise RuntimeError(f"the broker at {DB_URL} is down") from exc
+
+
 def fine_view(request):
     return HttpResponse("ok")
 
@@ -38,6 +45,7 @@ def fine_view(request):
 urlpatterns = [
     path("boom/", failing_view),
     path("fine/", fine_view),
+    path("quoting/", quoting_view),
     path("", include("proactweb.urls")),
 ]
 
@@ -69,6 +77,15 @@ def test_the_debug_500_page_masks_url_passwords_but_shows_the_hosts(debug_on):
     assert not leaked, leaked
     assert all(host in page for host in HOSTS), [h for h in HOSTS if h not in page]
     assert "mq.example.org" in page
+
+
+def test_the_debug_500_page_masks_url_passwords_in_exception_messages(debug_on):
+    debug_on.ROOT_URLCONF = __name__
+    response = Client(raise_request_exception=False).get("/quoting/")
+    assert response.status_code == 500
+    page = response.content.decode()
+    assert "the broker at postgres://pbuser:" in page and "cannot connect to redis://" in page
+    assert DB_PW not in page and REDIS_PW not in page
 
 
 @pytest.mark.parametrize(
