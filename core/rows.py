@@ -76,7 +76,10 @@ def load(model: type[M], row: Sequence[Any], start: int = 0) -> M:
 
 def fetch_rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        try:
+            cursor.execute(sql, params)
+        except OverflowError:  # SQLite binds no integer beyond 64 bits: no row holds one
+            return []
         return cursor.fetchall()
 
 

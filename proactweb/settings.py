@@ -107,6 +107,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # With DEBUG on, a 404 goes to handler404 too, which keeps the URL list to staff.
+    "core.errors.DebugNotFoundMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its 429 response.
     "axes.middleware.AxesMiddleware",
 ]
@@ -302,6 +304,10 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# The error report (the DEBUG page, the error e-mails) masks URL passwords (DATABASE_URL,
+# REDIS_URL, broker URLs) in settings and the environment as well as secret-named settings.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "core.errors.ExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER = "core.errors.ExceptionReporter"  # and what is left in the text
 if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

@@ -67,7 +67,8 @@ class TableQuerySerializer(serializers.Serializer):
     verdicts = serializers.CharField(
         required=False,
         default="primary",
-        help_text="Verdict source: primary, adjudicated, or a judge's handle.",
+        allow_blank=True,  # a form's empty field: the default, as VerdictSource.parse reads it
+        help_text="Verdict source: primary (or empty), adjudicated, or a judge's handle.",
     )
     condition = serializers.ChoiceField(
         choices=Condition.choices, required=False, default=Condition.VANILLA
@@ -140,7 +141,11 @@ ERROR_BODY = inline_serializer(
     name="Error", fields={"detail": serializers.CharField(help_text="What went wrong.")}
 )
 ERROR_RESPONSES = {
-    (400, "application/json"): OpenApiResponse(ERROR_BODY, description="A parameter is invalid."),
+    # {"detail": …}, or a parameter's own messages ({"seed": ["…"]}) when the query fails
+    # validation: any object.
+    (400, "application/json"): OpenApiResponse(
+        OpenApiTypes.OBJECT, description="A parameter is invalid: {detail} or {parameter: [..]}."
+    ),
     (401, "application/json"): OpenApiResponse(ERROR_BODY, description="No credentials."),
     (404, "application/json"): OpenApiResponse(
         ERROR_BODY, description="No such run or export, or not a researcher or admin."
@@ -296,6 +301,8 @@ class RawExportView(APIView):
                 filters[key] = int(request.query_params[key])
             except ValueError as exc:
                 raise ParseError(f"{key} must be an integer") from exc
+            if abs(filters[key]) >= 2**63:  # no id is that large, and SQLite cannot bind it
+                raise NotFound(f"no {key} {filters[key]}")
         writer = exports.csv_chunks if fmt == "csv" else exports.jsonl_chunks
         chunks = (text.encode("utf-8") for text in writer(export.header, export.rows(filters)))
         response = StreamingHttpResponse(chunks, content_type=self.content_types[fmt])

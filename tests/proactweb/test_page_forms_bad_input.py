@@ -7,6 +7,7 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -122,3 +123,65 @@ def test_an_item_token_that_no_item_can_have_is_a_404(client_for, annotator, tok
     assert response.status_code == 404
     response = client_for(annotator).post(f"/annotate/1/items/{token}/answer", {"x": "1"})
     assert response.status_code == 404
+
+
+# --- Every form that is POSTed (issue #14, F6): the study form, the rater exclusion, each
+# study kind's answer form; given the hostile values above in any of their fields. -----------
+
+
+@pytest.fixture
+def posted_forms(client_for, researcher, django_user_model):
+    """The whole demo (studies with raters); for each study kind, a demo annotator's held item
+    and its answer form's fields; a rater of the first study to exclude."""
+    from annotation import kinds
+    from annotation.forms import ExclusionForm, StudyCreateForm
+    from annotation.models import Rater, Study
+    from annotation.services.assignments import assignment_next
+
+    call_command("load_demo", stdout=io.StringIO())
+    forms = {
+        "study_new": (
+            client_for(researcher),
+            reverse("annotation:study_new"),
+            sorted(StudyCreateForm.base_fields),
+        )
+    }
+    first = Study.objects.order_by("pk").first()
+    rater = first.raters.order_by("pk").first()
+    forms["rater_exclusion"] = (
+        client_for(researcher),
+        reverse("annotation:rater_exclusion", args=[first.pk, rater.pk]),
+        sorted(ExclusionForm.base_fields),
+    )
+    for study in Study.objects.filter(status="open").order_by("pk"):
+        demo_rater = (
+            Rater.objects.filter(study=study, annotates=True, user__isnull=False)
+            .order_by("pk")
+            .first()
+        )
+        held = demo_rater and assignment_next(rater=demo_rater)
+        if not held:
+            continue
+        client = Client()
+        client.force_login(demo_rater.user)
+        form = kinds.get(study.kind).answer_form(None, study=study, assignment=held)
+        forms[f"answer ({study.kind})"] = (
+            client,
+            reverse("annotation:answer", args=[study.pk, held.item.token]),
+            sorted(form.fields),
+        )
+    assert {"study_new", "rater_exclusion"} < set(forms) and len(forms) >= 4, sorted(forms)
+    return forms
+
+
+@PROPERTY_SETTINGS
+@given(data=st.data())
+def test_posted_forms_never_fail_and_never_render_what_they_were_given(posted_forms, data):
+    name = data.draw(st.sampled_from(sorted(posted_forms)))
+    client, url, fields = posted_forms[name]
+    keys = data.draw(st.lists(st.sampled_from(fields), min_size=1, unique=True))
+    values = {key: data.draw(NASTY) for key in keys}
+    response = client.post(url, _query(values), HTTP_HX_REQUEST="true")
+    assert response.status_code < 500, (name, values)
+    html = response.content.decode()
+    assert "<script>alert(1)" not in html and "<img src=x" not in html

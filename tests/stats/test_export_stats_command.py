@@ -1,6 +1,7 @@
 import csv
 import io
 import json
+import re
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -89,3 +90,28 @@ def test_study_tables_from_the_release_human_eval_files(tmp_path, db):
     ]
     with pytest.raises(CommandError, match="no human_eval folder"):
         _run("preference", "--release-dir", str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["leaderboard", "--seed", "-1"], "--seed must be a non-negative integer, not -1"),
+        (["preference", "--study", "1", "--seed", "-5"], "--seed must be a non-negative integer"),
+        (["leaderboard", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
+        (["leaderboard", "--run", "²"], "argument --run: invalid int value"),
+        (["leaderboard", "--condition", "other"], "argument --condition: invalid choice"),
+        (["no-such-table"], "argument table: invalid choice"),
+    ],
+)
+def test_bad_option_values_are_command_errors_naming_the_option(demo_run, args, message):
+    # A negative seed reached NumPy's SeedSequence: a ValueError traceback.
+    with pytest.raises(CommandError, match=re.escape(message)):
+        _run(*args)
+
+
+def test_an_out_path_that_cannot_be_written_is_a_command_error(demo_run, tmp_path):
+    # Was an IsADirectoryError / FileNotFoundError traceback.
+    with pytest.raises(CommandError, match="cannot write .*: Is a directory"):
+        _run("leaderboard", "--out", str(tmp_path))
+    with pytest.raises(CommandError, match="cannot write .*: No such file or directory"):
+        _run("leaderboard", "--out", str(tmp_path / "missing" / "lb.csv"))

@@ -37,7 +37,9 @@ class Command(BaseCommand):
             "--condition", choices=Condition.values, default=Condition.VANILLA, help="replies"
         )
         parser.add_argument("--format", choices=["csv", "json"], default="csv")
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap base seed")
+        parser.add_argument(
+            "--seed", type=int, default=DEFAULT_SEED, help="bootstrap base seed (0 or more)"
+        )
         parser.add_argument(
             "--release-dir",
             type=Path,
@@ -62,6 +64,8 @@ class Command(BaseCommand):
         **options,
     ):
         spec = tables.get(table)  # one of the choices
+        if seed < 0:  # NumPy's SeedSequence refuses a negative seed (the API says the same)
+            raise CommandError(f"--seed must be a non-negative integer, not {seed}")
         if run is not None:
             run_obj = EvaluationRun.objects.filter(pk=run).first()
             if run_obj is None:
@@ -91,5 +95,8 @@ class Command(BaseCommand):
         if out is None:
             self.stdout.write(text, ending="")
         else:
-            out.write_text(text, encoding="utf-8", newline="")
+            try:
+                out.write_text(text, encoding="utf-8", newline="")
+            except OSError as exc:  # a folder, a missing folder, no permission, a full disk
+                raise CommandError(f"cannot write {out}: {exc.strerror}") from exc
             self.stderr.write(f"{len(result.rows)} row(s) of {table} written to {out}")
