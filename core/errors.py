@@ -16,15 +16,26 @@ debug pages then show every setting and the request's environment (where ``DATAB
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound, JsonResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotFound,
+    JsonResponse,
+)
 from django.template import loader
 from django.urls import Resolver404
 from django.views import debug
+
+logger = logging.getLogger(__name__)
+_ADMIN_PREFIX = "/admin/"  # proactweb/urls.py
 
 # scheme://user:PASSWORD@host — the password runs to the first "@" that is followed by a host
 # (no further "@" before the path, query, a comma of a host list, or the end), which is where
@@ -127,3 +138,35 @@ class DebugNotFoundMiddleware:
         if settings.DEBUG and isinstance(exception, Http404):
             return page_not_found(request, exception)
         return None
+
+
+class AdminBadLookupMiddleware:
+    """A 400, not a 500, for an admin page asked with a lookup the database cannot hold.
+
+    Django's admin passes list-filter and ``_to_field`` values through to the query: an integer
+    beyond 64 bits (SQLite cannot bind it; a date hierarchy's year is refused by datetime), a
+    NUL byte in a text lookup (PostgreSQL refuses NUL in text) and an empty ``_to_field`` on a
+    change or delete page (``ModelAdmin.get_object`` asks for a field named "") each raised
+    from inside admin code. Only reading requests are answered so: on a GET nothing was
+    written, and the same errors from a write, or outside the admin, stay errors to fix."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> Any:
+        from django.core.exceptions import FieldDoesNotExist
+        from django.db import DataError
+
+        if request.method not in ("GET", "HEAD") or not request.path.startswith(_ADMIN_PREFIX):
+            return None
+        if not isinstance(exception, (OverflowError, DataError, FieldDoesNotExist)):
+            return None
+        logger.warning("admin lookup refused (%s): %s", type(exception).__name__, request.path)
+        return HttpResponseBadRequest(
+            "Bad request: a filter or lookup in this address is not a value the database can "
+            "hold (a number too large, a NUL character, an empty field name).",
+            content_type="text/plain; charset=utf-8",
+        )

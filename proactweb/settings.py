@@ -109,6 +109,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # With DEBUG on, a 404 goes to handler404 too, which keeps the URL list to staff.
     "core.errors.DebugNotFoundMiddleware",
+    # An admin page asked with a lookup the database cannot hold is a 400 (core/errors.py).
+    "core.errors.AdminBadLookupMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its 429 response.
     "axes.middleware.AxesMiddleware",
 ]

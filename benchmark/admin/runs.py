@@ -187,7 +187,8 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         }
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        run = EvaluationRun.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        # The admin's own lookup: None for an id that is no run's ("²" included).
+        run = self.get_object(request, object_id)
         if run is not None:
             extra_context = {**(extra_context or {}), **self._live_context(run)}
         return super().change_view(request, object_id, form_url, extra_context)

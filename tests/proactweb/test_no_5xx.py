@@ -200,20 +200,6 @@ def _rotated(names: list[str], i: int, values: list[str]) -> dict[str, str]:
     return {key: _encode(values[(i + k) % len(values)]) for k, key in enumerate(names)}
 
 
-# 5xx from inside Django's admin, staff-only, that this project cannot fix short of replacing
-# admin code (each reported upstream-style in issue #14): an empty ``_to_field`` on a change or
-# delete page (ModelAdmin.get_object asks the model for a field named ""); an integer beyond 64
-# bits in a list filter's lookup (SQLite cannot bind it) or in the date hierarchy's year
-# (datetime refuses it); on PostgreSQL, a NUL byte in a list filter's text lookup (the server
-# refuses NUL in text; DataError). They are kept apart, not hidden: ``sweep.known`` lists them.
-_ADMIN_GET = r"^staff GET (?:\(htmx\) )?/admin/"
-KNOWN_ADMIN_FAILURES = [
-    re.compile(_ADMIN_GET + r".*'_to_field': ''.*FieldDoesNotExist at .*/contrib/admin/"),
-    re.compile(_ADMIN_GET + r"\w+/\w+/ \{'\w+': '9{20}'\} -> 500: OverflowError at "),
-    re.compile(_ADMIN_GET + r"\w+/\w+/ \{'\w+': '\\x00'\} -> 500: DataError at .*psycopg"),
-]
-
-
 class Sweep:
     """Asks, and keeps every 5xx with the line that raised (the client does not re-raise)."""
 
@@ -222,7 +208,6 @@ class Sweep:
         self.clients = _clients(world)
         self.asked = 0
         self.failures: list[str] = []
-        self.known: list[str] = []
         self._raised: list[str] = []
         got_request_exception.connect(self._record)
 
@@ -254,8 +239,7 @@ class Sweep:
                 f"{role} {method}{' (htmx)' if htmx else ''} {url[:120]} {str(shown)[:300]}"
                 f" -> {response.status_code}: " + "; ".join(self._raised)
             )
-            known = any(pattern.search(failure) for pattern in KNOWN_ADMIN_FAILURES)
-            (self.known if known else self.failures).append(failure)
+            self.failures.append(failure)
         if method == "POST" and url.rstrip("/").endswith("logout"):
             self.clients = _clients(self.world)  # it worked: log them back in
 
