@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from listening import wait_for_port  # noqa: E402
 from machine import speed_probe  # noqa: E402
 
 TOKEN = re.compile(r'data-item="([^"]*)"')
@@ -232,13 +233,8 @@ def _start_gunicorn(args, env: dict, port: int) -> subprocess.Popen:
         cwd=ROOT,
         env=env,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return server
-        except OSError:
-            time.sleep(0.2)
+    if wait_for_port(port):
+        return server
     server.kill()
     sys.exit("gunicorn did not start")
 

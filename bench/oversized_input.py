@@ -39,6 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+from listening import wait_for_port  # noqa: E402
 from machine import speed_probe  # noqa: E402
 
 DEMO = ROOT / "benchmark" / "demo_data" / "dialogues.jsonl"
@@ -246,13 +247,9 @@ class AdminUpload:
             cwd=ROOT,
             env=env,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    break
-            except OSError:
-                time.sleep(0.2)
+        if not wait_for_port(self.port):
+            self.server.kill()
+            sys.exit("gunicorn did not start")
         self.worker = _worker_of(self.server.pid)
 
     def close(self) -> None:
