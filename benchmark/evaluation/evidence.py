@@ -31,8 +31,8 @@ _CURLY_QUOTES = (("“", '"'), ("”", '"'), ("„", '"'), ("‘", "'"), ("’",
 
 def straighten_quotes(text: str) -> str:
     """Curly quotes as straight ones, character for character (offsets are kept). One
-    ``str.replace`` per quote mark present: ``str.translate`` looks every character up and took
-    100 ms on a 1 MB reply with a few non-ASCII characters."""
+    ``str.replace`` per quote mark present: ``str.translate`` looks every character up,
+    which is slow on a long reply holding any non-ASCII character."""
     for curly, straight in _CURLY_QUOTES:
         if curly in text:
             text = text.replace(curly, straight)
@@ -75,7 +75,7 @@ def loose(text: str) -> str:
     The same as ``" ".join("".join(c if c.isalnum() else " " for c in text.lower()).split())``
     (a test checks it), done over the UTF-8 bytes: ASCII by one ``bytes.translate``, runs of
     non-ASCII characters one by one, and the spaces collapsed with NumPy — 18 ms for a 1 MB
-    reply where ``str.translate`` or a regular expression took 50–70 ms."""
+    reply, about a third of ``str.translate`` or a regular expression (bench/README.md)."""
     # Imported here: evaluation workers import this module and need NumPy (15 MB) only once a
     # quote is not found word for word (tests/proactweb/test_worker.py keeps their start lean).
     import numpy as np
@@ -180,7 +180,7 @@ def _edits_in_best_window(needle: str, haystack: str) -> int | None:
 
 def _grade_fragment(fragment: str, reply: _Reply) -> str:
     # Most quotes occur as they are; the pattern finds the rest of those equal up to
-    # whitespace and curly quotes, over the raw text (normalising a 1 MB reply cost 28 ms).
+    # whitespace and curly quotes, over the raw text: the reply itself is never normalised.
     exact = normalise(fragment)
     pattern = raw_pattern(fragment)
     if exact in reply.text or (pattern is not None and pattern.search(reply.text)):

@@ -343,8 +343,8 @@ def test_after_a_failed_required_check_the_keys_it_names_work(
 def test_a_draft_is_its_annotators_own_and_logging_out_forgets_it(
     page, live_server, make_study, make_annotators
 ):
-    """Issue #14, F7: drafts were kept per item only and outlived the session, so the next
-    annotator at a shared browser holding the same item found the last one's choice and reason."""
+    """A draft belongs to one annotator and one item, and ends with the session: the next
+    annotator at a shared browser, holding the same item, finds it empty."""
     one, two = make_annotators(2)
     study = make_study(annotators=[one, two], overlap=2, max_items=2)
 
@@ -376,7 +376,8 @@ def test_a_draft_is_its_annotators_own_and_logging_out_forgets_it(
 def test_a_second_tab_is_told_its_answer_was_not_saved(
     page, live_server, make_study, make_annotators
 ):
-    """Issue #14, F8: the second tab's different answer used to vanish without a word."""
+    """A second tab's different answer to an answered item is refused aloud, naming the answer
+    kept."""
     user = make_annotators(1)[0]
     study = make_study(annotators=[user], overlap=1, max_items=3)
     login(page, live_server, user)

@@ -95,8 +95,7 @@ def test_blueprint_suffix_naming_other_traits_than_the_style():
 
 @pytest.mark.parametrize(
     ("blueprint_id", "style"),
-    # The first five dialogues of the release's final_dialogues.jsonl, which --strict refused
-    # when the table was a reconstruction (9 = EV, 8 = EQ there).
+    # The first five dialogues of the release's final_dialogues.jsonl: its own labels fit.
     [
         ("BP_P_01_EVA", 21),
         ("BP_P_01_Q", 4),

@@ -333,21 +333,21 @@ def test_no_form_post_answers_5xx(sweep):
 
 
 def test_a_study_id_beyond_64_bits_is_a_404(client_for, annotator):
-    # SQLite cannot bind the integer (OverflowError in core/rows.py): this was a 500.
+    # An id SQLite cannot bind (beyond 64 bits) names no study.
     client = client_for(annotator)
     assert client.get(f"/annotate/{'9' * 30}/").status_code == 404
     assert client.get(f"/annotate/{'9' * 30}/items/abc/").status_code == 404
 
 
 def test_a_raw_export_limited_to_an_id_beyond_64_bits_is_a_404(client_for, researcher):
-    # SQLite cannot bind the integer: this was a 500 (found by the schemathesis run).
+    # An id SQLite cannot bind (beyond 64 bits) names no run.
     response = client_for(researcher).get("/api/v1/exports/judgments.csv", {"run": "9" * 30})
     assert response.status_code == 404
     assert response.json() == {"detail": f"no run {'9' * 30}"}
 
 
 def test_an_api_url_that_matches_no_route_is_a_json_404(client_for, researcher):
-    # The schema documents JSON errors; the site's HTML 404 page was served instead.
+    # The API's errors are JSON, as its schema documents, the unrouted ones included.
     response = client_for(researcher).get("/api/v1/exports/not a slug.csv")
     assert response.status_code == 404
     assert response.json() == {"detail": "Not found."}
