@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmark.models.corpus import ModelEndpoint, Trigger
-from benchmark.vocabulary import Verdict
+from benchmark.vocabulary import FailureMode, Verdict
 
 
 class ModelPrice(models.Model):
@@ -96,6 +96,24 @@ class EvaluationRun(models.Model):
     )
     conditions = models.JSONField(default=list, help_text='e.g. ["vanilla", "rubric_injected"].')
     samples = models.PositiveSmallIntegerField(default=1, help_text="Replies per trigger.")
+    judge_epochs = models.PositiveSmallIntegerField(
+        default=1,
+        help_text=(
+            "Verdicts each judge gives on each reply. The first is the judgment; more are "
+            "repeats (JudgmentRepeat) that measure each judge's self-consistency."
+        ),
+    )
+    failure_mode_classifier = models.ForeignKey(
+        ModelEndpoint,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text=(
+            "Labels the failure mode of every RECOVERY reply the primary judge failed "
+            "(empty: no classification)."
+        ),
+    )
     use_cache = models.BooleanField(
         default=True, help_text="Reuse earlier identical calls; off = fresh sampling."
     )
@@ -184,13 +202,14 @@ class EvidenceStatus(models.TextChoices):
     NONE = "none", "No evidence given"
 
 
-class Judgment(models.Model):
-    """One judge's verdict on one unit's reply. Never a default score: a judge whose output
-    cannot be parsed or verified after k tries is a ``judge_error`` with its raw output kept."""
+class JudgeOutput(models.Model):
+    """What one judge said about one unit's reply, once: the fields a judgment and its repeats
+    share. Never a default score: a judge whose output cannot be parsed or verified after k
+    tries is a ``judge_error`` with its raw output kept."""
 
-    unit = models.ForeignKey(EvaluationUnit, on_delete=models.CASCADE, related_name="judgments")
+    unit = models.ForeignKey(EvaluationUnit, on_delete=models.CASCADE, related_name="+")
     judge = models.ForeignKey(
-        ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="judgments"
+        ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     judge_name = models.CharField(
         max_length=120, help_text="The judge as named (an endpoint's name, or as imported)."
@@ -211,6 +230,21 @@ class Judgment(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.judge_name}: {self.verdict or self.state}"
+
+
+class Judgment(JudgeOutput):
+    """One judge's verdict on one unit's reply: the one every statistic reads."""
+
+    unit = models.ForeignKey(EvaluationUnit, on_delete=models.CASCADE, related_name="judgments")
+    judge = models.ForeignKey(
+        ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="judgments"
+    )
+
+    class Meta:
         constraints = [
             models.UniqueConstraint(
                 fields=["unit", "judge_name"], name="judgment_unique_per_judge"
@@ -221,8 +255,77 @@ class Judgment(models.Model):
             ),
         ]
 
+
+class JudgmentRepeat(JudgeOutput):
+    """The same judge asked again about the same reply (epoch 1, 2, … of a run with
+    ``judge_epochs`` > 1; epoch 0 is the ``Judgment``). Read only by the self-consistency
+    statistics, so repeating a judge never changes a verdict anything else reports."""
+
+    unit = models.ForeignKey(
+        EvaluationUnit, on_delete=models.CASCADE, related_name="judgment_repeats"
+    )
+    epoch = models.PositiveSmallIntegerField(help_text="1, 2, …: the repeat's number.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["unit", "judge_name", "epoch"], name="judgment_repeat_unique"
+            ),
+            models.CheckConstraint(condition=Q(epoch__gte=1), name="judgment_repeat_epoch_gte_1"),
+            models.CheckConstraint(
+                condition=Q(state="judge_error", verdict="") | (Q(state="done") & ~Q(verdict="")),
+                name="judgment_repeat_verdict_iff_done",
+            ),
+        ]
+
+
+class ClassificationState(models.TextChoices):
+    DONE = "done", "Done"
+    CLASSIFIER_ERROR = "classifier_error", "Classifier error"
+
+
+class FailureModeClassification(models.Model):
+    """An LLM's failure-mode label for a RECOVERY reply its run's primary judge failed, with a
+    verbatim quote from the reply verified like judge evidence. A classifier whose output cannot
+    be parsed, or whose quote is not in the reply, after k tries is a ``classifier_error`` with
+    its raw output kept — never a default label."""
+
+    unit = models.ForeignKey(
+        EvaluationUnit, on_delete=models.CASCADE, related_name="failure_mode_classifications"
+    )
+    classifier = models.ForeignKey(
+        ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    classifier_name = models.CharField(
+        max_length=120, help_text="The classifier as named (an endpoint's name, or as recorded)."
+    )
+    state = models.CharField(max_length=16, choices=ClassificationState.choices)
+    failure_mode = models.CharField(max_length=24, choices=FailureMode.choices, blank=True)
+    quote = models.TextField(blank=True, help_text="Verbatim from the reply.")
+    quote_status = models.CharField(
+        max_length=10, choices=EvidenceStatus.choices, default=EvidenceStatus.NONE
+    )
+    quote_found_share = models.FloatField(null=True, blank=True)
+    rationale = models.TextField(blank=True)
+    raw_output = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["unit", "classifier_name"], name="classification_unique_per_classifier"
+            ),
+            models.CheckConstraint(
+                condition=Q(state="classifier_error", failure_mode="")
+                | (Q(state="done") & ~Q(failure_mode="")),
+                name="classification_mode_iff_done",
+            ),
+        ]
+
     def __str__(self) -> str:
-        return f"{self.judge_name}: {self.verdict or self.state}"
+        return f"{self.classifier_name}: {self.failure_mode or self.state}"
 
 
 class JudgeDisagreement(models.Model):
@@ -253,6 +356,7 @@ class JudgeDisagreement(models.Model):
 class CallPurpose(models.TextChoices):
     REPLY = "reply", "Model reply"
     JUDGMENT = "judgment", "Judgment"
+    CLASSIFICATION = "classify", "Failure-mode classification"
     CURATION = "curation", "Curation"
     CONNECTION_TEST = "test", "Connection test"
 
@@ -347,6 +451,8 @@ class AuditAction(models.TextChoices):
     LAUNCH = "launch", "Launch"
     RESUME = "resume", "Resume"
     RETRY_ERRORS = "retry_errors", "Retry errors"
+    REJUDGE = "rejudge", "Re-judge"
+    CLASSIFY = "classify", "Classify failure modes"
 
 
 class AuditVia(models.TextChoices):
