@@ -85,6 +85,21 @@ class TableQuerySerializer(serializers.Serializer):
         help_text="Study tables: count the raters the study excludes (default: left out; the "
         "preference table shows both).",
     )
+    majority = serializers.ChoiceField(
+        choices=["drop", "release"],
+        required=False,
+        default="drop",
+        help_text="Majority label vs judge (human-agreement, judge-human-alignment): drop items "
+        "whose top labels tie, or break ties Partial > Pass > Fail as the ProactBench release "
+        "does.",
+    )
+    stream = serializers.ChoiceField(
+        choices=["app", "release"],
+        required=False,
+        default="app",
+        help_text="Preference table's item-clustered bootstrap: the app's seeded stream, or the "
+        "release's (numpy.random.default_rng(seed), items in file order).",
+    )
     seed = serializers.IntegerField(
         required=False,
         default=DEFAULT_SEED,
@@ -109,6 +124,8 @@ class TableQuerySerializer(serializers.Serializer):
             study=data.get("study"),
             include_excluded=data["include_excluded"],
             seed=data["seed"],
+            majority=data["majority"],
+            stream=data["stream"],
         )
 
 

@@ -116,6 +116,8 @@ def _query(request: selectors.TableRequest) -> dict[str, str | int]:
         query["study"] = request.study
         if request.include_excluded:
             query["include_excluded"] = "true"
+    if request.majority != "drop":
+        query["majority"] = request.majority
     return query
 
 

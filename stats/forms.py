@@ -29,6 +29,11 @@ class DashboardFilterForm(forms.Form):
         empty_label="No study",
     )
     include_excluded = forms.BooleanField(required=False, label="Count excluded raters")
+    majority = forms.ChoiceField(
+        choices=[("drop", "Ties dropped"), ("release", "Ties: Partial > Pass > Fail (release)")],
+        required=False,
+        label="Majority label",
+    )
 
     def __init__(self, data=None, **kwargs):
         super().__init__(data, **kwargs)
@@ -70,6 +75,7 @@ class DashboardFilterForm(forms.Form):
             condition=cleaned.get("condition") or Condition.VANILLA,
             study=self.selected_study.pk if self.selected_study else None,
             include_excluded=bool(cleaned.get("include_excluded")),
+            majority=cleaned.get("majority") or "drop",
         )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from django.db.models import Q
 
 from annotation.models import Study
 from benchmark.models import (
@@ -34,8 +35,9 @@ from benchmark.models import (
     RunStatus,
     Trigger,
 )
-from benchmark.vocabulary import VERDICT_CODES
+from benchmark.vocabulary import VERDICT_CODES, VERDICT_ORDER
 from stats import release_files, studies
+from stats.compute import agreement
 from stats.compute.resampling import DEFAULT_SEED
 from stats.interfaces import FailureModeLabels, LabelMatrix, PreferenceJudgements
 from stats.models import ExternalBenchmarkScore
@@ -81,12 +83,24 @@ class TableRequest:
     include_excluded: bool = False  # count the raters a study excludes (study tables)
     release_dir: Path | None = None
     seed: int = DEFAULT_SEED
+    # A majority label vs a judge: tied items dropped, or ties broken as the release does
+    # (``agreement.MAJORITY_RULES``).
+    majority: Literal["drop", "release"] = "drop"
+    # The preference table's item-clustered bootstrap: the app's seeded, order-independent
+    # stream, or the release's (``preference.release_stream_interval``).
+    stream: Literal["app", "release"] = "app"
     # What the tables of one request share (the run's replies; the study and its answers),
     # fetched once however many of them are drawn.
     cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def params(self) -> dict:
         out: dict = {"seed": self.seed}
+        # The options are shown when they differ from the default (the tables they change say
+        # which rule or stream they used in their notes either way).
+        if self.majority != "drop":
+            out["majority"] = self.majority
+        if self.stream != "app":
+            out["stream"] = self.stream
         if self.run is not None:
             out.update(run=self.run.pk, verdicts=self.verdicts.label, condition=str(self.condition))
         if self.study is not None:
@@ -369,6 +383,30 @@ def label_matrix_for(request: TableRequest, *, table: str) -> tuple[LabelMatrix,
     raise StatsInputError(NO_STUDY.format(table=table))
 
 
+MAJORITY_NOTES = {
+    "drop": "majority label: items whose top labels tie are left out (majority=drop; "
+    "majority=release breaks ties Partial > Pass > Fail as the ProactBench release does)",
+    "release": "majority label: ties broken Partial > Pass > Fail, as the ProactBench release "
+    "does (majority=release; majority=drop leaves tied items out)",
+}
+
+
+def majority_tie_rule(request: TableRequest, categories: tuple[str, ...]) -> agreement.TieRule:
+    """The tie rule the request's ``majority`` option names, checked against the labels."""
+    if request.majority not in agreement.MAJORITY_RULES:
+        raise StatsInputError(f"majority is drop or release, not {request.majority!r}")
+    if request.majority == "release" and tuple(categories) != VERDICT_ORDER:
+        raise StatsInputError(
+            "majority=release breaks ties between verdicts (Partial > Pass > Fail): this "
+            f"study's labels are {', '.join(categories)}; use majority=drop"
+        )
+    return agreement.MAJORITY_RULES[request.majority]
+
+
+def majority_note(request: TableRequest) -> str:
+    return MAJORITY_NOTES[request.majority]
+
+
 def preference_for(
     request: TableRequest, *, table: str
 ) -> tuple[PreferenceJudgements, frozenset[str], list[str]]:
@@ -396,3 +434,146 @@ def failure_mode_labels_for(
         include_excluded=request.include_excluded,
         cache=request.cache.setdefault("study", {}),
     )
+
+
+# --- Judge-human alignment --------------------------------------------------------------------
+
+DIRECT_RATING = "direct_rating"  # the study kind whose labels are verdicts on one reply each
+
+
+@dataclass(frozen=True)
+class AlignmentReference:
+    """What people said about a set of replies, and what every judge said about the same ones:
+    aligned arrays over the reference's items."""
+
+    name: str  # e.g. "study 3 (majority)", "adjudicated"
+    labels: np.ndarray  # items × raters verdict codes, -1 none (adjudicated: one column)
+    groups: np.ndarray  # trigger type per item
+    judges: dict[str, np.ndarray]  # judge name → verdict code per item, -1 none
+
+
+def run_judgment_names(run: EvaluationRun) -> list[str]:
+    """Every judge of ``run`` by the name its judgments are stored under: the run's judge
+    endpoints and the judges of imported results (``Judgment.judge_name`` with no endpoint)."""
+    stored = Judgment.objects.filter(unit__run=run).values_list("judge_name", flat=True)
+    return sorted(set(run_judge_names(run)) | set(stored.distinct()))
+
+
+def _judges_on_units(
+    run: EvaluationRun | None, unit_ids: list[int | None]
+) -> dict[str, np.ndarray]:
+    """Every judge's finished verdict on each unit (None: an item with no unit), by judge name:
+    one query."""
+    names = run_judgment_names(run) if run is not None else []
+    out = {name: np.full(len(unit_ids), -1, dtype=np.int64) for name in names}
+    position: dict[int, list[int]] = {}
+    for i, unit_id in enumerate(unit_ids):
+        if unit_id is not None:
+            position.setdefault(unit_id, []).append(i)
+    if not position:
+        return out
+    for unit_id, judge_name, verdict in Judgment.objects.filter(
+        unit_id__in=list(position), state=JudgmentState.DONE
+    ).values_list("unit_id", "judge_name", "verdict"):
+        column = out.setdefault(judge_name, np.full(len(unit_ids), -1, dtype=np.int64))
+        column[position[unit_id]] = VERDICT_CODES[verdict]
+    return out
+
+
+IMPORTED_JUDGE = "judge_score (as imported)"
+"""The judge of an imported study's item that has no reply of a run here: the verdict the
+release file records beside it (``judge_score``)."""
+
+
+def _study_reference(
+    study: Study, *, include_excluded: bool, cache: dict
+) -> tuple[AlignmentReference, list[str]]:
+    if "answers" not in cache:
+        cache["answers"] = studies.study_data(study)
+    matrix, notes = studies.label_matrix(cache["answers"], include_excluded=include_excluded)
+    unit_of = dict(study.items.values_list("pk", "unit_id"))
+    unit_ids = [unit_of.get(int(pk)) for pk in matrix.item_ids.tolist()]
+    judges = _judges_on_units(study.run, unit_ids)
+    unlinked = np.array([u is None for u in unit_ids], dtype=bool)
+    if unlinked.any() and np.any(matrix.judge[unlinked] >= 0):
+        judges[IMPORTED_JUDGE] = np.where(unlinked, matrix.judge, -1)
+    name = f"study {study.pk} (majority)"
+    return (
+        AlignmentReference(name, matrix.labels, matrix.groups, judges),
+        [f"{name}: {note}" for note in notes],
+    )
+
+
+def _adjudicated_reference(run: EvaluationRun, condition: str) -> AlignmentReference | None:
+    rows = list(
+        JudgeDisagreement.objects.filter(unit__run=run, unit__condition=condition)
+        .exclude(final_verdict="")
+        .order_by("unit_id")
+        .values_list("unit_id", "final_verdict", "unit__trigger__type")
+    )
+    if not rows:
+        return None
+    return AlignmentReference(
+        name="adjudicated",
+        labels=np.array([[VERDICT_CODES[v]] for _, v, _ in rows], dtype=np.int64),
+        groups=np.array([t for *_, t in rows], dtype=object),
+        judges=_judges_on_units(run, [u for u, *_ in rows]),
+    )
+
+
+def alignment_references(request: TableRequest) -> tuple[list[AlignmentReference], list[str]]:
+    """The people's verdicts the judge-human-alignment table compares every judge with: (a)
+    direct-rating studies on the run's replies — the request's study when it is one (or the
+    release's Study 1 with ``release_dir``), else every direct-rating study of the run — and
+    (b) the run's adjudicated verdicts (``JudgeDisagreement.final_verdict``)."""
+    references: list[AlignmentReference] = []
+    notes: list[str] = []
+    if request.release_dir is not None:
+        matrix = release_files.study1_from_release(request.release_dir)
+        references.append(
+            AlignmentReference(
+                "release Study 1 (majority)",
+                matrix.labels,
+                matrix.groups,
+                {IMPORTED_JUDGE: matrix.judge},
+            )
+        )
+        return references, notes
+    # One query for the request's study and the run's direct-rating studies.
+    wanted = Q(pk=request.study) if request.study is not None else Q(pk__in=[])
+    if request.run is not None:
+        wanted |= Q(run=request.run, kind=DIRECT_RATING)
+    found = list(Study.objects.select_related("run").filter(wanted).order_by("pk"))
+    chosen = [s for s in found if s.pk == request.study and s.kind == DIRECT_RATING]
+    if request.study is not None and not chosen:
+        if not any(s.pk == request.study for s in found):
+            raise StatsInputError(f"no study {request.study}")
+        notes.append(
+            f"study {request.study} is not a direct-rating study: the run's direct-rating "
+            "studies are the reference"
+        )
+    if not chosen:
+        run_pk = request.run.pk if request.run is not None else None
+        chosen = [s for s in found if s.kind == DIRECT_RATING and s.run_id == run_pk]
+    for study in chosen:
+        cache = request.cache.setdefault(f"alignment-study-{study.pk}", {})
+        reference, study_notes = _study_reference(
+            study, include_excluded=request.include_excluded, cache=cache
+        )
+        references.append(reference)
+        notes.extend(study_notes)
+    if request.run is not None:
+        adjudicated = _adjudicated_reference(request.run, request.condition)
+        if adjudicated is not None:
+            references.append(adjudicated)
+            notes.append(
+                "adjudicated: only the replies the judges disagreed on and a person decided; "
+                "agreement there is lower than on all replies by construction"
+            )
+    if not references:
+        notes.append(
+            "no human reference for this run yet: a direct-rating study of its replies "
+            "(study=ID / --study ID, or release_dir for the release's Study 1) or adjudicated "
+            "verdicts (an adjudication study)"
+        )
+    return references, notes

@@ -23,7 +23,17 @@ from stats.compute.resampling import (
 
 Weights = Literal["none", "linear", "quadratic"]
 Level = Literal["nominal", "ordinal", "interval"]
-TieRule = Literal["exclude", "lowest"]
+TieRule = Literal["exclude", "lowest", "release"]
+
+MAJORITY_RULES: dict[str, TieRule] = {"drop": "exclude", "release": "release"}
+"""The ``majority`` option of the tables that compare a majority label with a judge (its value →
+the tie rule of ``majority_labels``): ``drop`` leaves tied items out, ``release`` breaks ties as
+the ProactBench release does."""
+
+RELEASE_TIE_PRIORITY = (1, 2, 0)
+"""The release's tie break on verdict codes (FAIL 0, PARTIAL 1, PASS 2): Partial, then Pass, then
+Fail (``dataset/human_eval/analyze_results.py``, ``majority_vote_consensus``: "middle wins ties,
+then Pass over Fail")."""
 
 
 # --- Counts and confusion ---------------------------------------------------------------------
@@ -221,11 +231,12 @@ def fleiss_kappa_ci(
 
 
 def majority_labels(counts: np.ndarray, tie_rule: TieRule = "exclude") -> np.ndarray:
-    """Each item's most frequent label. Tie rule: ``exclude`` (default) — when two or more
-    labels share the top count the item has no majority label (-1) and is left out of
+    """Each item's most frequent label. Tie rule, when two or more labels share the top count:
+    ``exclude`` (default) — the item has no majority label (-1) and is left out of
     majority-vs-judge statistics (and counted as a tie); ``lowest`` — the lowest code among the
-    tied labels (for verdicts: the stricter one, Fail before Partial before Pass). Items with no
-    label get -1."""
+    tied labels (for verdicts: the stricter one, Fail before Partial before Pass); ``release`` —
+    the ProactBench release's rule for verdicts, Partial before Pass before Fail
+    (``RELEASE_TIE_PRIORITY``; only for the three verdict codes). Items with no label get -1."""
     counts = np.asarray(counts)
     top = counts.max(axis=1)
     is_top = (counts == top[:, None]) & (top[:, None] > 0)
@@ -234,6 +245,12 @@ def majority_labels(counts: np.ndarray, tie_rule: TieRule = "exclude") -> np.nda
     labels = np.where(top > 0, first, -1)
     if tie_rule == "exclude":
         labels = np.where(tied, -1, labels)
+    elif tie_rule == "release":
+        if counts.shape[1] != len(RELEASE_TIE_PRIORITY):
+            raise ValueError("the release tie rule is defined for the three verdicts only")
+        priority = np.array(RELEASE_TIE_PRIORITY)
+        preferred = priority[np.argmax(is_top[:, priority], axis=1)]
+        labels = np.where(top > 0, preferred, -1)
     elif tie_rule != "lowest":
         raise ValueError(f"unknown tie rule {tie_rule!r}")
     return labels

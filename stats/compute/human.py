@@ -36,7 +36,7 @@ class HumanAgreementRow:
     gold_accuracy: float
     n_gold_compared: int
     n_majority: int  # items with a majority label and a judge label
-    n_majority_ties: int
+    n_majority_ties: int  # items whose top labels tie (left out or broken by the tie rule)
     majority_kappa: Estimate
     majority_kappa_quadratic: Estimate
     confusion: np.ndarray  # K × K, rows majority label, columns judge label
@@ -71,7 +71,8 @@ def human_agreement_row(
 
     majority = agreement.majority_labels(counts, tie_rule)
     rated = counts.sum(axis=1) > 0
-    ties = rated & (majority < 0)
+    # Tied items are counted whatever the rule does with them (drops them, or breaks the tie).
+    ties = rated & (agreement.majority_labels(counts, "exclude") < 0)
     compared = (majority >= 0) & (matrix.judge >= 0)
 
     def majority_kappa(weights: agreement.Weights) -> Estimate:

@@ -5,7 +5,11 @@
 - Two-sided exact binomial test of the wins against 0.5 (``scipy.stats.binomtest``) and its
   Wilson score interval.
 - Item-clustered percentile bootstrap CI: resample *items* with replacement, keeping all their
-  judgements (10,000 seeded resamples), rate = resampled wins / resampled non-ties.
+  judgements (10,000 seeded resamples), rate = resampled wins / resampled non-ties. Two random
+  streams give it: the app's (``rng_for`` keyed by rater set and stratum; resampled counts per
+  contribution profile, so independent of item order) and the release's
+  (``release_stream_interval``: the draws of ``dataset/human_eval/pairwise/analyze_pairwise.py``,
+  which reproduce the published interval digit for digit).
 - The same per stratum of the vanilla reply's judge verdict (PASS / PARTIAL / FAIL).
 - Position bias: the share of non-tie judgements that chose the response shown on the left
   (first), with its own binomial p against 0.5.
@@ -15,6 +19,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -66,6 +71,40 @@ class PreferenceRow:
     left: BinomialSummary  # chose the left response among non-ties
 
 
+Stream = Literal["app", "release"]
+
+
+def release_stream_interval(
+    judgements: PreferenceJudgements,
+    *,
+    seed: int,
+    resamples: int = HUMAN_RESAMPLES,
+    level: float = CONFIDENCE,
+) -> tuple[float, float]:
+    """The item-clustered percentile CI drawn as the release draws it (``cluster_bootstrap_ci``
+    of ``analyze_pairwise.py``): ties dropped first, the items that keep a non-tie judgement in
+    order of their first one (file order), a fresh ``numpy.random.default_rng(seed)`` per figure,
+    and per resample one ``rng.integers(0, I, size=I)`` call (calls are not merged: a merged
+    call consumes the generator differently). Rate = resampled B wins / resampled non-ties."""
+    decided = judgements.choice != TIE
+    item_ids = judgements.item_id[decided]
+    wins = (judgements.choice[decided] == INJECTED).astype(float)
+    order = list(dict.fromkeys(item_ids.tolist()))
+    if not order:
+        return (float("nan"), float("nan"))
+    position = {item: i for i, item in enumerate(order)}
+    index = np.fromiter((position[i] for i in item_ids.tolist()), dtype=np.int64)
+    per_item_wins = np.bincount(index, weights=wins, minlength=len(order))
+    per_item_decided = np.bincount(index, minlength=len(order)).astype(float)
+    rng = np.random.default_rng(seed)
+    n = len(order)
+    draws = np.empty((resamples, n), dtype=np.int64)
+    for b in range(resamples):
+        draws[b] = rng.integers(0, n, size=n)
+    rates = per_item_wins[draws].sum(axis=1) / per_item_decided[draws].sum(axis=1)
+    return percentile_interval(rates, level)
+
+
 def preference_result(
     judgements: PreferenceJudgements,
     *,
@@ -74,7 +113,10 @@ def preference_result(
     level: float = CONFIDENCE,
     raters: str = "all",
     stratum: str = ALL,
+    release_seed: int | None = None,
 ) -> PreferenceRow:
+    """One row. ``release_seed`` given: the bootstrap CI comes from ``release_stream_interval``
+    with that seed instead of ``rng``."""
     choice = judgements.choice
     decided = choice != TIE
     wins = choice == INJECTED
@@ -88,8 +130,13 @@ def preference_result(
             np.bincount(item_index, weights=decided, minlength=n_items),
         ]
     )
-    sums = item_bootstrap_sums(contributions, resamples=resamples, rng=rng)
-    boot = safe_ratio(sums[:, 0], sums[:, 1])
+    if release_seed is None:
+        sums = item_bootstrap_sums(contributions, resamples=resamples, rng=rng)
+        interval = percentile_interval(safe_ratio(sums[:, 0], sums[:, 1]), level)
+    else:
+        interval = release_stream_interval(
+            judgements, seed=release_seed, resamples=resamples, level=level
+        )
     n_decided = int(decided.sum())
     return PreferenceRow(
         raters=raters,
@@ -98,7 +145,7 @@ def preference_result(
         n_judgements=int(choice.size),
         n_ties=int(choice.size - n_decided),
         injected=binomial_summary(int(wins.sum()), n_decided, level=level),
-        bootstrap_ci=percentile_interval(boot, level),
+        bootstrap_ci=interval,
         left=binomial_summary(int(chose_left.sum()), n_decided, level=level),
     )
 
@@ -110,9 +157,12 @@ def preference_table(
     seed: int = DEFAULT_SEED,
     resamples: int = HUMAN_RESAMPLES,
     level: float = CONFIDENCE,
+    stream: Stream = "app",
 ) -> list[PreferenceRow]:
     """Overall and per stratum, with every rater and (when some are excluded) without the
-    excluded ones."""
+    excluded ones. ``stream``: the bootstrap's random stream (module docstring)."""
+    if stream not in ("app", "release"):
+        raise ValueError(f"unknown stream {stream!r}")
     rater_sets = [("all", judgements)]
     if excluded_annotators:
         keep = ~np.isin(judgements.annotator_id, list(excluded_annotators))
@@ -131,6 +181,7 @@ def preference_table(
                     level=level,
                     raters=raters,
                     stratum=stratum,
+                    release_seed=seed if stream == "release" else None,
                 )
             )
     return rows

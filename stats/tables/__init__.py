@@ -35,6 +35,7 @@ TABLE_MODULES = (
     "preference",
     "failure_modes",
     "human_agreement",
+    "judge_human_alignment",
 )
 """The table modules, listed rather than discovered: importing them registers their tables, and
 this order is the registration order — the order of the dashboard's panels (run tables, then

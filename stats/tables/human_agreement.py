@@ -42,7 +42,12 @@ COLUMNS = (
     Column("gold_accuracy", "float", "Share of labels equal to the item's gold label."),
     Column("n_gold_compared", "int", "Labels compared with gold."),
     Column("n_majority", "int", "Items with a majority label and a judge verdict."),
-    Column("n_majority_ties", "int", "Items left out because their top labels tie."),
+    Column(
+        "n_majority_ties",
+        "int",
+        "Items whose top labels tie: left out with majority=drop, broken Partial > Pass > Fail "
+        "with majority=release.",
+    ),
     Column("majority_kappa", "float", "Cohen's kappa, majority label vs judge, unweighted."),
     *ci_columns("majority_kappa", "that kappa"),
     Column("majority_kappa_quadratic", "float", "The same, quadratic-weighted."),
@@ -96,8 +101,14 @@ def human_agreement_rows(
 
 def build(request: selectors.TableRequest) -> Built:
     matrix, notes = selectors.label_matrix_for(request, table=NAME)
-    rows = human_agreement_table(matrix, seed=request.seed, resamples=BOOTSTRAP.resamples)
-    return human_agreement_rows(rows, matrix.categories), notes
+    tie_rule = selectors.majority_tie_rule(request, matrix.categories)
+    rows = human_agreement_table(
+        matrix, seed=request.seed, resamples=BOOTSTRAP.resamples, tie_rule=tie_rule
+    )
+    return human_agreement_rows(rows, matrix.categories), [
+        *notes,
+        selectors.majority_note(request),
+    ]
 
 
 def _with_ci(header: str, prefix: str) -> Cell:

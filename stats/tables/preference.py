@@ -65,6 +65,14 @@ RATER_COLUMNS = (
 )
 
 
+STREAM_NOTES = {
+    "app": "bootstrap stream: the app's (seeded per rater set and stratum, independent of item "
+    "order); stream=release draws as the ProactBench release does",
+    "release": "bootstrap stream: the ProactBench release's (numpy.random.default_rng(seed) per "
+    "figure, items in file order; stream=release with seed 2026 reproduces its published CI)",
+}
+
+
 def preference_rows(rows: list[PreferenceRow]) -> list[dict[str, Any]]:
     return [
         {
@@ -110,8 +118,9 @@ def build(request: selectors.TableRequest) -> Built:
         excluded_annotators=excluded,
         seed=request.seed,
         resamples=BOOTSTRAP.resamples,
+        stream=request.stream,
     )
-    return preference_rows(rows), notes
+    return preference_rows(rows), [*notes, STREAM_NOTES[request.stream]]
 
 
 def build_raters(request: selectors.TableRequest) -> Built:

@@ -28,6 +28,7 @@ RUN_SECTIONS = (
     "style-sensitivity",
     "disclosure-distance",
     "benchmark-correlation",
+    "judge-human-alignment",
     "raw-exports",
 )
 UPLOAD = reverse("stats:benchmark_scores")
@@ -42,7 +43,7 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     assert html.count("<svg") == 4  # pass rate, weighted, phases, style scatter
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 5
+    assert len(csv_links) == 6
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -73,7 +74,8 @@ def test_dashboard_query_count_is_fixed(
 ):
     client = client_for(researcher)
     client.get(DASHBOARD)  # warm the session and content types
-    with django_assert_max_num_queries(16):
+    # 2 of them: the alignment table's studies and adjudicated verdicts
+    with django_assert_max_num_queries(18):
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -248,7 +250,7 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    with django_assert_max_num_queries(23):  # 16 without a study
+    with django_assert_max_num_queries(25):  # 18 without a study
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

@@ -19,7 +19,7 @@ from annotation.models import Study, StudyItem
 from annotation.services.assignments import answer_undo
 from benchmark.models import Condition, ModelEndpoint, TriggerType
 from stats import studies, tables
-from stats.selectors import StatsInputError, TableRequest
+from stats.selectors import MAJORITY_NOTES, StatsInputError, TableRequest
 from tests.release import release_file
 from tests.stats.conftest import (
     answer_next,
@@ -285,7 +285,8 @@ def test_human_agreement_from_a_direct_rating_study_matches_the_hand_count(direc
     }
     assert result.rows[1]["alpha_nominal"] == overall["alpha_nominal"]
     assert result.notes == [
-        "raters the study excludes are left out: rater3 (include_excluded counts them)"
+        "raters the study excludes are left out: rater3 (include_excluded counts them)",
+        MAJORITY_NOTES["drop"],
     ]
 
 
@@ -448,7 +449,10 @@ def test_audit_agreement_leaves_the_third_auditor_out(study_run, make_annotators
     answer_next(third, lambda a: {**checks, "decision": "fail"})
     result = table("human-agreement", study)
     assert result.rows[0]["n_ratings"] == 2 and result.rows[0]["n_raters"] == 2
-    assert result.notes == ["1 third auditor decision(s) on split audits left out"]
+    assert result.notes == [
+        "1 third auditor decision(s) on split audits left out",
+        MAJORITY_NOTES["drop"],
+    ]
 
 
 def test_a_table_asks_for_a_study_of_its_kind(pairwise, direct, client_for, researcher):

@@ -145,6 +145,7 @@ def test_registration_order_is_the_listed_modules_order():
         "preference-raters",
         "failure-modes",
         "human-agreement",
+        "judge-human-alignment",
     ]
 
 

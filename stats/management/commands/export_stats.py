@@ -46,6 +46,22 @@ class Command(BaseCommand):
             help="the official release's folder (with [dataset/]human_eval/): study tables "
             "computed from its raw human-eval files",
         )
+        parser.add_argument(
+            "--majority",
+            choices=["drop", "release"],
+            default="drop",
+            help="majority label vs judge (human-agreement, judge-human-alignment): drop items "
+            "whose top labels tie (default), or break ties Partial > Pass > Fail as the "
+            "ProactBench release does",
+        )
+        parser.add_argument(
+            "--stream",
+            choices=["app", "release"],
+            default="app",
+            help="preference table's item-clustered bootstrap: the app's seeded stream "
+            "(default), or the release's (numpy.random.default_rng(seed), items in file order; "
+            "with --seed 2026 it reproduces the published CI)",
+        )
         parser.add_argument("--out", type=Path, help="write here instead of standard output")
 
     def handle(
@@ -60,6 +76,8 @@ class Command(BaseCommand):
         format,
         seed,
         release_dir,
+        majority,
+        stream,
         out,
         **options,
     ):
@@ -80,6 +98,8 @@ class Command(BaseCommand):
             include_excluded=include_excluded,
             release_dir=release_dir,
             seed=seed,
+            majority=majority,
+            stream=stream,
         )
         try:
             result = tables.build(table, request)
