@@ -40,28 +40,40 @@ from django.db.models import F
 from django.utils import timezone
 
 from benchmark.evaluation import aio, inflight
+from benchmark.evaluation.classifier_output import ClassifierOutputError, parse_classifier_output
 from benchmark.evaluation.evidence import grade_evidence
 from benchmark.evaluation.judge_output import JudgeOutputError, parse_judge_output
-from benchmark.evaluation.requests import cache_key, judge_request, reply_request
+from benchmark.evaluation.requests import (
+    cache_key,
+    classify_request,
+    judge_request,
+    reply_request,
+)
 from benchmark.models import (
     CallPurpose,
+    ClassificationState,
     EvaluationRun,
     EvaluationUnit,
     EvidenceStatus,
+    FailureModeClassification,
     JudgeDisagreement,
     Judgment,
+    JudgmentRepeat,
     JudgmentState,
     ModelEndpoint,
     ModelPrice,
     ProviderCall,
     ResponseCacheEntry,
+    RunSource,
     RunStatus,
+    TriggerType,
     Turn,
     UnitState,
 )
 from benchmark.providers.base import ChatProvider, ChatRequest, ChatResult, ProviderError
 from benchmark.providers.factory import provider_for
 from benchmark.sql import units_update_owned
+from benchmark.vocabulary import Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +150,8 @@ _judges: dict[tuple[int, object], list[ModelEndpoint]] = {}
 
 
 def _run_judges(run: EvaluationRun) -> list[ModelEndpoint]:
-    """A started run's judges (frozen once it started: the admin makes them read-only)."""
+    """A started run's judges (frozen while it runs: the admin makes them read-only; a re-judge
+    adds judges and stamps a new ``started_at``, so this key changes with them)."""
     key = (run.pk, run.started_at)
     if key not in _judges:
         _judges[key] = list(run.judges.order_by("id"))
@@ -192,6 +205,8 @@ def units_claim(unit_ids: list[int]) -> tuple[list[EvaluationUnit], str]:
         "attempts": F("attempts") + 1,
     }
     units = EvaluationUnit.objects.filter(pk__in=unit_ids)
+    # A re-judged run (judging_only) never generates a reply: its units without one stay put.
+    units = units.exclude(run__judging_only=True, reply="")
     won = units.filter(state=UnitState.PENDING, run__status=RunStatus.RUNNING).update(**claim)
     if won < len(set(unit_ids)):
         leases = set(
@@ -207,7 +222,12 @@ def units_claim(unit_ids: list[int]) -> tuple[list[EvaluationUnit], str]:
                 claimed_at__lt=now - timedelta(seconds=lease),
             ).update(**claim)
     claimed = list(
-        units.filter(claim_token=token).select_related("run", "endpoint", "trigger__turn__dialogue")
+        units.filter(claim_token=token).select_related(
+            "run__primary_judge",
+            "run__failure_mode_classifier",
+            "endpoint",
+            "trigger__turn__dialogue",
+        )
     )
     for unit in claimed:
         _live[unit.run_id] = (time.monotonic(), True)  # the claim just saw it running
@@ -217,18 +237,25 @@ def units_claim(unit_ids: list[int]) -> tuple[list[EvaluationUnit], str]:
 # --- A batch ----------------------------------------------------------------------------------
 
 
+Asked = tuple[int, int]
+"""(endpoint id, epoch) of a judge or classifier call: epoch 0 is the judgment (and the
+classification), 1, 2, … the judge's repeats."""
+
+
 @dataclass(eq=False)
 class _Job:
-    """One unit's way through the batch."""
+    """One unit's way through the batch: its reply if it has none, every judge × epoch that
+    has not answered, then — for a RECOVERY reply the primary judge failed — the classifier."""
 
     unit: EvaluationUnit
     turns: list[Turn]
     judges: list[ModelEndpoint]
     salt: str
-    judges_left: set[int]
-    verdicts: dict[str, str] = field(default_factory=dict)  # judge name → verdict (done ones)
-    tries: dict[int, int] = field(default_factory=dict)  # judge id → outputs asked for
-    rejected: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    judges_left: set[Asked]
+    classify: bool  # the run's classifier still has to label this reply if it fails
+    verdicts: dict[str, str] = field(default_factory=dict)  # judge name → verdict (epoch 0)
+    tries: dict[Asked, int] = field(default_factory=dict)  # outputs asked for
+    rejected: dict[Asked, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     outstanding: int = 0  # calls made for it that have not come back
     error: str = ""
     stopped: bool = False
@@ -242,6 +269,7 @@ class _Call:
     request: ChatRequest
     purpose: CallPurpose  # a JUDGMENT call is made to its judge: the endpoint
     key: str
+    epoch: int = 0
 
 
 # Tasks on the loop must be referenced until they finish (the loop keeps only weak references).
@@ -260,6 +288,8 @@ class _Batch:
         # Writes waiting for the next flush.
         self.replies: list[EvaluationUnit] = []
         self.judgments: list[Judgment] = []
+        self.repeats: list[JudgmentRepeat] = []
+        self.classifications: list[FailureModeClassification] = []
         self.disagreements: list[JudgeDisagreement] = []
         self.done: list[int] = []
         self.errored: list[EvaluationUnit] = []
@@ -277,28 +307,53 @@ class _Batch:
             "dialogue_id", "index"
         ):
             turns[turn.dialogue_id].append(turn)
-        # On a first claim nothing can have been judged yet; after a crash, some judge may have.
-        earlier: dict[int, list[tuple[int | None, str, str, str]]] = defaultdict(list)
-        again = [unit.pk for unit in units if unit.attempts > 1]
+        # A unit without a reply on its first claim cannot have been judged yet; after a crash,
+        # or in a re-judge, some judges (and the classifier) may have answered: one query each
+        # for the units that may have something, so nothing answered is asked again.
+        again = [unit.pk for unit in units if unit.reply or unit.attempts > 1]
+        earlier: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
+        answered: set[tuple[int, str, int]] = set()  # (unit, judge name, epoch)
+        classified: set[tuple[int, str]] = set()
         if again:
-            for unit_id, judge_id, name, state, verdict in Judgment.objects.filter(
+            for unit_id, name, state, verdict in Judgment.objects.filter(
                 unit_id__in=again
-            ).values_list("unit_id", "judge_id", "judge_name", "state", "verdict"):
-                earlier[unit_id].append((judge_id, name, state, verdict))
+            ).values_list("unit_id", "judge_name", "state", "verdict"):
+                earlier[unit_id].append((name, state, verdict))
+                answered.add((unit_id, name, 0))
+            if any(unit.run.judge_epochs > 1 for unit in units):
+                answered.update(
+                    JudgmentRepeat.objects.filter(unit_id__in=again).values_list(
+                        "unit_id", "judge_name", "epoch"
+                    )
+                )
+            if any(unit.run.failure_mode_classifier_id for unit in units):
+                classified.update(
+                    FailureModeClassification.objects.filter(unit_id__in=again).values_list(
+                        "unit_id", "classifier_name"
+                    )
+                )
         jobs = []
         for unit in units:
             judges = _run_judges(unit.run)
-            judged = {judge_id for judge_id, *_ in earlier[unit.pk]}
+            classifier = unit.run.failure_mode_classifier
             jobs.append(
                 _Job(
                     unit=unit,
                     turns=turns[unit.trigger.turn.dialogue_id],
                     judges=judges,
                     salt="" if unit.run.use_cache else f"run-{unit.run_id}",
-                    judges_left={judge.pk for judge in judges if judge.pk not in judged},
+                    judges_left={
+                        (judge.pk, epoch)
+                        for judge in judges
+                        for epoch in range(unit.run.judge_epochs)
+                        if (unit.pk, judge.name, epoch) not in answered
+                    },
+                    classify=classifier is not None
+                    and unit.trigger.type == TriggerType.RECOVERY
+                    and (unit.pk, classifier.name) not in classified,
                     verdicts={
                         name: verdict
-                        for _, name, state, verdict in earlier[unit.pk]
+                        for name, state, verdict in earlier[unit.pk]
                         if state == JudgmentState.DONE
                     },
                 )
@@ -357,23 +412,50 @@ class _Batch:
         return self.outcomes
 
     def _start(self, job: _Job) -> None:
-        if not job.unit.reply:
+        if job.unit.reply:
+            self._start_judging(job)
+        elif job.unit.run.source == RunSource.IMPORTED or job.unit.run.judging_only:
+            # Never claimed (``units_claim``); kept as a guard: such a run has no one to ask.
+            job.error = "no reply to judge, and this run does not generate replies"
+            self._finish(job)
+        else:
             self._call(
                 job, job.unit.endpoint, reply_request(job.unit, job.turns), CallPurpose.REPLY
             )
-        else:
-            self._start_judging(job)
 
     def _start_judging(self, job: _Job) -> None:
         for judge in job.judges:
-            if judge.pk in job.judges_left:
-                self._judge_call(job, judge)
+            for epoch in range(job.unit.run.judge_epochs):
+                if (judge.pk, epoch) in job.judges_left:
+                    self._judge_call(job, judge, epoch)
         if job.outstanding == 0:
+            self._judged_all(job)
+
+    def _judged_all(self, job: _Job) -> None:
+        """Every judge has answered: label the failure mode if the primary judge failed it."""
+        primary = job.unit.run.primary_judge
+        if (
+            job.classify
+            and not (job.error or job.stopped)
+            and primary is not None
+            and job.verdicts.get(primary.name) == Verdict.FAIL
+        ):
+            job.classify = False
+            self._classify_call(job)
+        else:
             self._finish(job)
 
-    def _judge_call(self, job: _Job, judge: ModelEndpoint) -> None:
-        request = judge_request(job.unit, job.turns, judge, rejected=job.rejected.get(judge.pk, ()))
-        self._call(job, judge, request, CallPurpose.JUDGMENT)
+    def _judge_call(self, job: _Job, judge: ModelEndpoint, epoch: int = 0) -> None:
+        rejected = job.rejected.get((judge.pk, epoch), ())
+        request = judge_request(job.unit, job.turns, judge, rejected=rejected)
+        self._call(job, judge, request, CallPurpose.JUDGMENT, epoch=epoch)
+
+    def _classify_call(self, job: _Job) -> None:
+        classifier = job.unit.run.failure_mode_classifier
+        assert classifier is not None
+        rejected = job.rejected.get((classifier.pk, 0), ())
+        request = classify_request(job.unit, job.turns, classifier, rejected=rejected)
+        self._call(job, classifier, request, CallPurpose.CLASSIFICATION)
 
     def _call(
         self,
@@ -381,10 +463,15 @@ class _Batch:
         endpoint: ModelEndpoint,
         request: ChatRequest,
         purpose: CallPurpose,
+        *,
+        epoch: int = 0,
     ) -> None:
-        key = cache_key(endpoint, request, sample_index=job.unit.sample_index, salt=job.salt)
+        # A repeat is a fresh sample of the same request: its own cache key, so the judge is
+        # asked again rather than served its first answer; epoch 0 keeps the key it always had.
+        salt = job.salt if epoch == 0 else f"{job.salt}|epoch-{epoch}"
+        key = cache_key(endpoint, request, sample_index=job.unit.sample_index, salt=salt)
         job.outstanding += 1
-        self.ready.append(_Call(job, endpoint, request, purpose, key))
+        self.ready.append(_Call(job, endpoint, request, purpose, key, epoch))
 
     # -- making calls --
 
@@ -477,10 +564,15 @@ class _Batch:
             pass  # its result is cached; a later run of the unit will use it
         elif call.purpose == CallPurpose.REPLY:
             self._replied(job, outcome)
+        elif call.purpose == CallPurpose.CLASSIFICATION:
+            self._classified(call, outcome.text)
         else:
             self._judged(call, outcome.text)
         if job.outstanding == 0 and not job.finished:
-            self._finish(job)
+            if call.purpose == CallPurpose.JUDGMENT:
+                self._judged_all(job)
+            else:
+                self._finish(job)
 
     def _replied(self, job: _Job, result: ChatResult) -> None:
         if not result.text.strip():
@@ -496,17 +588,20 @@ class _Batch:
         self._start_judging(job)
 
     def _judged(self, call: _Call, raw: str) -> None:
-        job, judge = call.job, call.endpoint
-        tries = job.tries[judge.pk] = job.tries.get(judge.pk, 0) + 1
+        job, judge, epoch = call.job, call.endpoint, call.epoch
+        asked = (judge.pk, epoch)
+        tries = job.tries[asked] = job.tries.get(asked, 0) + 1
+        model = Judgment if epoch == 0 else JudgmentRepeat
+        numbered = {} if epoch == 0 else {"epoch": epoch}
         try:
             parsed = parse_judge_output(raw, reply=job.unit.reply)
         except JudgeOutputError as exc:
-            job.rejected[judge.pk] = (*job.rejected.get(judge.pk, ()), (raw, str(exc)))
+            job.rejected[asked] = (*job.rejected.get(asked, ()), (raw, str(exc)))
             if tries < JUDGE_MAX_TRIES:
-                self._judge_call(job, judge)  # ask again, telling it what was wrong
+                self._judge_call(job, judge, epoch)  # ask again, telling it what was wrong
                 return
-            self.judgments.append(
-                Judgment(
+            self._record(
+                model(
                     unit=job.unit,
                     judge=judge,
                     judge_name=judge.name,
@@ -514,12 +609,13 @@ class _Batch:
                     raw_output=raw,
                     attempts=JUDGE_MAX_TRIES,
                     error=f"unusable after {JUDGE_MAX_TRIES} tries: {exc}",
+                    **numbered,
                 )
             )
             return
         grade = grade_evidence(parsed.evidence, job.unit.reply)
-        self.judgments.append(
-            Judgment(
+        self._record(
+            model(
                 unit=job.unit,
                 judge=judge,
                 judge_name=judge.name,
@@ -531,9 +627,57 @@ class _Batch:
                 attempts=tries,
                 evidence_status=EvidenceStatus.EXACT,
                 evidence_found_share=grade.found_share,
+                **numbered,
             )
         )
-        job.verdicts[judge.name] = parsed.verdict
+        if epoch == 0:
+            job.verdicts[judge.name] = parsed.verdict
+
+    def _record(self, judged: Judgment | JudgmentRepeat) -> None:
+        if isinstance(judged, JudgmentRepeat):
+            self.repeats.append(judged)
+        else:
+            self.judgments.append(judged)
+
+    def _classified(self, call: _Call, raw: str) -> None:
+        job, classifier = call.job, call.endpoint
+        asked = (classifier.pk, 0)
+        tries = job.tries[asked] = job.tries.get(asked, 0) + 1
+        try:
+            label = parse_classifier_output(raw, reply=job.unit.reply)
+        except ClassifierOutputError as exc:
+            job.rejected[asked] = (*job.rejected.get(asked, ()), (raw, str(exc)))
+            if tries < JUDGE_MAX_TRIES:
+                self._classify_call(job)  # ask again, telling it what was wrong
+                return
+            self.classifications.append(
+                FailureModeClassification(
+                    unit=job.unit,
+                    classifier=classifier,
+                    classifier_name=classifier.name,
+                    state=ClassificationState.CLASSIFIER_ERROR,
+                    raw_output=raw,
+                    attempts=JUDGE_MAX_TRIES,
+                    error=f"unusable after {JUDGE_MAX_TRIES} tries: {exc}",
+                )
+            )
+            return
+        grade = grade_evidence(label.quote, job.unit.reply)
+        self.classifications.append(
+            FailureModeClassification(
+                unit=job.unit,
+                classifier=classifier,
+                classifier_name=classifier.name,
+                state=ClassificationState.DONE,
+                failure_mode=label.failure_mode,
+                quote=label.quote,
+                quote_status=EvidenceStatus.EXACT,
+                quote_found_share=grade.found_share,
+                rationale=label.rationale,
+                raw_output=raw,
+                attempts=tries,
+            )
+        )
 
     def _settle(self, call: _Call) -> None:
         """A call that will not be made (its unit failed or its run stopped)."""
@@ -587,12 +731,27 @@ class _Batch:
                 ],
             )
             self.replies = []
+        # If another delivery of a unit judged or labelled it first, the unique keys keep its
+        # rows.
         if self.judgments:
-            # If another delivery of a unit judged it first, the unique key keeps its judgment.
             Judgment.objects.bulk_create(self.judgments, ignore_conflicts=True)
             self.judgments = []
+        if self.repeats:
+            JudgmentRepeat.objects.bulk_create(self.repeats, ignore_conflicts=True)
+            self.repeats = []
+        if self.classifications:
+            FailureModeClassification.objects.bulk_create(
+                self.classifications, ignore_conflicts=True
+            )
+            self.classifications = []
         if self.disagreements:
-            JudgeDisagreement.objects.bulk_create(self.disagreements, ignore_conflicts=True)
+            # A judge added later extends a unit's verdicts; its adjudication, if any, stays.
+            JudgeDisagreement.objects.bulk_create(
+                self.disagreements,
+                update_conflicts=True,
+                unique_fields=["unit"],
+                update_fields=["verdicts"],
+            )
             self.disagreements = []
         if self.done:
             self._owned().filter(pk__in=self.done).update(
@@ -746,6 +905,13 @@ def run_finish_if_complete(*, run_id: int) -> None:
     runs = EvaluationRun.objects.filter(pk=run_id)
     if runs.filter(status=RunStatus.CANCELLING).update(status=RunStatus.CANCELLED, finished_at=now):
         return
-    if units.filter(state=UnitState.PENDING).exists():
+    if pending_units(run_id=run_id).exists():
         return
     runs.filter(status=RunStatus.RUNNING).update(status=RunStatus.DONE, finished_at=now)
+
+
+def pending_units(*, run_id: int):
+    """The run's units still to be run: pending ones, except — in a re-judged run, which never
+    generates a reply — those without a reply (left pending by a cancel before they replied)."""
+    units = EvaluationUnit.objects.filter(run_id=run_id, state=UnitState.PENDING)
+    return units.exclude(run__judging_only=True, reply="")

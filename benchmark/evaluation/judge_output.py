@@ -25,7 +25,8 @@ class JudgeVerdict:
     evidence: str
 
 
-def parse_judge_output(text: str, *, reply: str) -> JudgeVerdict:
+def json_object(text: str) -> dict:
+    """The JSON object an LLM step answered with, inside a code fence or not."""
     if not isinstance(text, str) or not text.strip():
         raise JudgeOutputError("the output is empty")
     fenced = _FENCE.match(text)
@@ -37,6 +38,11 @@ def parse_judge_output(text: str, *, reply: str) -> JudgeVerdict:
         raise JudgeOutputError(f"the output is not a JSON object ({exc})") from None
     if not isinstance(data, dict):
         raise JudgeOutputError("the output must be a JSON object, not " + type(data).__name__)
+    return data
+
+
+def parse_judge_output(text: str, *, reply: str) -> JudgeVerdict:
+    data = json_object(text)
     missing = [k for k in ("verdict", "rationale", "evidence") if k not in data]
     if missing:
         raise JudgeOutputError(f"missing key(s): {', '.join(missing)}")

@@ -1,4 +1,5 @@
-"""The requests an evaluation sends: a model's reply at a trigger, and a judge's verdict on it.
+"""The requests an evaluation sends: a model's reply at a trigger, a judge's verdict on it, and
+a classifier's failure-mode label for a RECOVERY reply the primary judge failed.
 
 Isolation by construction: the model under test sees only the frozen conversation up to and
 including the trigger-turn user message (plus, in the rubric-injected condition, the trigger's
@@ -15,6 +16,7 @@ from benchmark.curation.prompts import load_prompt
 from benchmark.models import Condition, EvaluationUnit, ModelEndpoint, Turn
 from benchmark.providers.base import ChatMessage, ChatRequest, ReplayKey
 from benchmark.providers.factory import ENDPOINT_SETTINGS
+from benchmark.vocabulary import FAILURE_MODE_DEFINITIONS, FAILURE_MODES
 
 
 def sampling_params(endpoint: ModelEndpoint) -> dict:
@@ -92,8 +94,7 @@ def judge_request(
     *,
     rejected: tuple[tuple[str, str], ...] = (),
 ) -> ChatRequest:
-    """``rejected``: the judge's earlier outputs on this reply and why each could not be used;
-    asking again continues that conversation, so every try is a distinct request."""
+    """``rejected``: the judge's earlier outputs on this reply and why each could not be used."""
     trigger = unit.trigger
     prompt = load_prompt("judge").render(
         conversation=_transcript(conversation_until(trigger, turns)),
@@ -103,6 +104,24 @@ def judge_request(
         fail_criteria=trigger.fail_criteria,
         reply=unit.reply,
     )
+    return ChatRequest(
+        model=judge.model_name,
+        messages=_asking_again(prompt, rejected),
+        params=sampling_params(judge),
+        replay_key=ReplayKey(
+            "judgment",
+            trigger.turn.dialogue.unique_id_eval,
+            trigger.turn.index,
+            unit.endpoint.model_name,
+            unit.condition,
+            judge=judge.model_name,
+        ),
+    )
+
+
+def _asking_again(prompt: str, rejected: tuple[tuple[str, str], ...]) -> tuple[ChatMessage, ...]:
+    """The prompt, then each earlier unusable output and why it could not be used: asking again
+    continues that conversation, so every try is a distinct request."""
     messages = [ChatMessage("user", prompt)]
     for previous, reason in rejected:
         messages += [
@@ -112,17 +131,40 @@ def judge_request(
                 f"That answer could not be used: {reason}. Answer again with only the JSON object.",
             ),
         ]
+    return tuple(messages)
+
+
+def classify_request(
+    unit: EvaluationUnit,
+    turns: list[Turn],
+    classifier: ModelEndpoint,
+    *,
+    rejected: tuple[tuple[str, str], ...] = (),
+) -> ChatRequest:
+    """The failure-mode classifier sees what a judge sees (conversation, rubric, reply) and the
+    taxonomy's definitions (``benchmark.vocabulary``); never the model or the condition."""
+    trigger = unit.trigger
+    prompt = load_prompt("failure_mode").render(
+        definitions="\n".join(
+            f"- {mode}: {FAILURE_MODE_DEFINITIONS[mode]}" for mode in FAILURE_MODES
+        ),
+        mode_values=" | ".join(f'"{mode}"' for mode in FAILURE_MODES),
+        conversation=_transcript(conversation_until(trigger, turns)),
+        pass_criteria=trigger.pass_criteria,
+        fail_criteria=trigger.fail_criteria,
+        reply=unit.reply,
+    )
     return ChatRequest(
-        model=judge.model_name,
-        messages=tuple(messages),
-        params=sampling_params(judge),
+        model=classifier.model_name,
+        messages=_asking_again(prompt, rejected),
+        params=sampling_params(classifier),
         replay_key=ReplayKey(
-            "judgment",
+            "failure_mode",
             trigger.turn.dialogue.unique_id_eval,
             trigger.turn.index,
             unit.endpoint.model_name,
             unit.condition,
-            judge=judge.model_name,
+            judge=classifier.model_name,
         ),
     )
 

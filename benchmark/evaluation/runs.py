@@ -242,12 +242,14 @@ def run_resume(*, run_id: int) -> int:
     )
     if not moved:
         raise RunActionError("this run cannot be resumed")
-    run_units_create(run=run)
-    unit_ids = list(
-        EvaluationUnit.objects.filter(
-            run_id=run_id, state__in=[UnitState.PENDING, UnitState.RUNNING]
-        ).values_list("id", flat=True)
+    units = EvaluationUnit.objects.filter(
+        run_id=run_id, state__in=[UnitState.PENDING, UnitState.RUNNING]
     )
+    if run.judging_only:
+        units = units.exclude(reply="")  # a re-judge: no unit is made, no reply generated
+    else:
+        run_units_create(run=run)
+    unit_ids = list(units.values_list("id", flat=True))
     _enqueue(unit_ids)
     if not unit_ids:
         from benchmark.evaluation.engine import run_finish_if_complete
@@ -272,6 +274,107 @@ def run_retry_errors(*, run_id: int) -> int:
         )
     transaction.on_commit(lambda: _enqueue(ids))
     return len(ids)
+
+
+REJUDGEABLE = (RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED)
+"""The states a run may be re-judged from: whatever replies it has are final."""
+
+
+@dataclass(frozen=True)
+class Rejudge:
+    """What a re-judge asked for; ``units``: the units with a reply that were enqueued."""
+
+    judges_added: tuple[str, ...]
+    epochs: int
+    classifier: str
+    units: int
+
+
+def run_rejudge(
+    *,
+    run_id: int,
+    judges: Iterable[ModelEndpoint] = (),
+    epochs: int | None = None,
+    classifier: ModelEndpoint | None = None,
+    via: AuditVia,
+    actor=None,
+    actor_name: str = "",
+) -> Rejudge:
+    """Add judges, repeats (``epochs``: verdicts per judge per reply) and/or a failure-mode
+    classifier to a finished, cancelled, failed or imported run, and ask them about every reply
+    it has — without generating a single reply: the run becomes ``judging_only`` (the engine
+    never claims a unit of it that has no reply). Only answers missing are asked for: a judge
+    the run already has, or an epoch already given, costs nothing. Every unit with a reply goes
+    back to pending; the run is running again (``started_at`` is stamped afresh: the engine's
+    per-run judge list follows it), and cancel, resume and the sweep work as for any run.
+    Audited as REJUDGE (judges or epochs) or CLASSIFY (a classifier only)."""
+    judges = list(judges)
+    if epochs is not None and not 1 <= epochs <= 20:
+        raise RunActionError(f"epochs must be between 1 and 20 (got {epochs})")
+    if not judges and epochs is None and classifier is None:
+        raise RunActionError("nothing to do: name a judge, a number of epochs or a classifier")
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().get(pk=run_id)
+        if run.status not in REJUDGEABLE:
+            raise RunActionError(
+                f"only a done, cancelled or failed run can be re-judged; this one is {run.status}"
+            )
+        existing = set(run.judges.values_list("pk", flat=True))
+        added = [judge for judge in judges if judge.pk not in existing]
+        run.judges.add(*added)
+        if run.primary_judge_id is None and (judges or existing):
+            run.primary_judge = judges[0] if judges else run.judges.order_by("id").first()
+        if epochs is not None:
+            run.judge_epochs = epochs
+        if classifier is not None:
+            run.failure_mode_classifier = classifier
+        run.judging_only = True
+        run.status = RunStatus.RUNNING
+        run.started_at = timezone.now()
+        run.finished_at = None
+        run.save(
+            update_fields=[
+                "primary_judge",
+                "judge_epochs",
+                "failure_mode_classifier",
+                "judging_only",
+                "status",
+                "started_at",
+                "finished_at",
+            ]
+        )
+        units = EvaluationUnit.objects.filter(run_id=run_id, state=UnitState.DONE).exclude(reply="")
+        unit_ids = list(units.order_by("id").values_list("id", flat=True))
+        units.update(state=UnitState.PENDING, claim_token="", claimed_at=None, dispatched_at=None)
+        outcome = Rejudge(
+            judges_added=tuple(judge.name for judge in added),
+            epochs=run.judge_epochs,
+            classifier=classifier.name if classifier else "",
+            units=len(unit_ids),
+        )
+        parts = [f"{outcome.units} replies"]
+        if judges:
+            parts.append("judges " + ", ".join(judge.name for judge in judges))
+        if epochs is not None:
+            parts.append(f"{epochs} epochs")
+        if classifier is not None:
+            parts.append(f"classifier {classifier.name}")
+        run_audit_record(
+            run=run,
+            action=AuditAction.CLASSIFY
+            if classifier is not None and not judges and epochs is None
+            else AuditAction.REJUDGE,
+            via=via,
+            actor=actor,
+            actor_name=actor_name,
+            note="; ".join(parts),
+        )
+    transaction.on_commit(lambda: _enqueue(unit_ids))
+    if not unit_ids:
+        from benchmark.evaluation.engine import run_finish_if_complete
+
+        transaction.on_commit(lambda: run_finish_if_complete(run_id=run_id))
+    return outcome
 
 
 UNIT_MAX_CLAIMS = 8
@@ -308,9 +411,13 @@ def runs_sweep(*, now: datetime | None = None) -> SweepOutcome:
     now = now or timezone.now()
     redispatched = given_up = 0
     runs = EvaluationRun.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.CANCELLING])
-    for run_id, lease_s, status in runs.values_list("pk", "lease_seconds", "status"):
+    for run_id, lease_s, status, judging_only in runs.values_list(
+        "pk", "lease_seconds", "status", "judging_only"
+    ):
         cutoff = now - timedelta(seconds=lease_s)
         units = EvaluationUnit.objects.filter(run_id=run_id)
+        if judging_only:
+            units = units.exclude(reply="")  # never claimed in a re-judge: nothing to sweep
         dead = Q(state=UnitState.RUNNING, claimed_at__lt=cutoff)
         if status == RunStatus.CANCELLING:
             units.filter(dead).update(state=UnitState.PENDING, claim_token="", claimed_at=None)

@@ -103,6 +103,13 @@ class EvaluationRun(models.Model):
             "repeats (JudgmentRepeat) that measure each judge's self-consistency."
         ),
     )
+    judging_only = models.BooleanField(
+        default=False,
+        help_text=(
+            "Set by a re-judge: units without a reply are left as they are, so judges and the "
+            "classifier are asked but no reply is ever generated."
+        ),
+    )
     failure_mode_classifier = models.ForeignKey(
         ModelEndpoint,
         null=True,

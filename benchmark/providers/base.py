@@ -23,10 +23,11 @@ class ChatMessage:
 class ReplayKey:
     """Identifies a recorded reply for the ``replay`` provider. Never sent to a vendor.
 
-    ``kind`` is "reply" (a model's answer at a trigger) or "judgment" (a judge's verdict on one).
+    ``kind`` is "reply" (a model's answer at a trigger), "judgment" (a judge's verdict on one)
+    or "failure_mode" (a classifier's label for one); ``judge`` names the judge or classifier.
     """
 
-    kind: Literal["reply", "judgment"]
+    kind: Literal["reply", "judgment", "failure_mode"]
     unique_id_eval: str
     turn: int
     model: str

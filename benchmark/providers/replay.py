@@ -1,4 +1,5 @@
-"""The replay provider: answers from recorded replies and judgments, offline and free.
+"""The replay provider: answers from recorded replies, judgments and failure-mode labels, offline
+and free.
 
 It lets the whole pipeline (evaluation, judging, analysis) run without a key or a network — the
 demo, CI, and anyone reproducing published numbers from the released recordings. A request is
@@ -11,7 +12,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,15 @@ class ReplayStore:
     replies: dict[ReplyKey, str]
     judgments: dict[JudgmentKey, dict[str, str]]
     """Each value: {"verdict", "rationale", "evidence"}."""
+    failure_modes: dict[JudgmentKey, dict[str, str]] = field(default_factory=dict)
+    """By classifier in place of judge; each value: {"failure_mode", "quote", "rationale"}."""
 
     @classmethod
-    def from_jsonl(cls, replies_path: Path, judgments_path: Path) -> ReplayStore:
-        """Load recordings; a key recorded twice is an error (which one would replay mean?)."""
+    def from_jsonl(
+        cls, replies_path: Path, judgments_path: Path, failure_modes_path: Path | None = None
+    ) -> ReplayStore:
+        """Load recordings; a key recorded twice is an error (which one would replay mean?).
+        The failure-mode recordings are optional: without the file, none are served."""
         replies: dict[ReplyKey, str] = {}
         for row in _rows(replies_path):
             key = _reply_key(row)
@@ -55,7 +61,18 @@ class ReplayStore:
             if jkey in judgments:
                 raise ValueError(f"{judgments_path.name}: judgment recorded twice for {jkey}")
             judgments[jkey] = {name: row[name] for name in ("verdict", "rationale", "evidence")}
-        return cls(replies=replies, judgments=judgments)
+        failure_modes: dict[JudgmentKey, dict[str, str]] = {}
+        if failure_modes_path is not None and failure_modes_path.exists():
+            for row in _rows(failure_modes_path):
+                fkey = (*_reply_key(row), str(row["classifier"]))
+                if fkey in failure_modes:
+                    raise ValueError(
+                        f"{failure_modes_path.name}: failure mode recorded twice for {fkey}"
+                    )
+                failure_modes[fkey] = {
+                    name: row[name] for name in ("failure_mode", "quote", "rationale")
+                }
+        return cls(replies=replies, judgments=judgments, failure_modes=failure_modes)
 
     @classmethod
     def from_demo_data(cls) -> ReplayStore:
@@ -63,18 +80,22 @@ class ReplayStore:
         return _demo_store()
 
     def lookup(self, key: ReplayKey) -> str | None:
-        """The recorded text for ``key``: a reply, or a judgment as the JSON a judge would send."""
+        """The recorded text for ``key``: a reply, or a judgment or failure-mode label as the JSON
+        a judge or classifier would send."""
         reply_key: ReplyKey = (key.unique_id_eval, key.turn, key.model, key.condition)
         if key.kind == "reply":
             return self.replies.get(reply_key)
-        judgment = self.judgments.get((*reply_key, key.judge))
+        recorded = self.failure_modes if key.kind == "failure_mode" else self.judgments
+        judgment = recorded.get((*reply_key, key.judge))
         return None if judgment is None else json.dumps(judgment, ensure_ascii=False)
 
 
 @functools.cache
 def _demo_store() -> ReplayStore:
     return ReplayStore.from_jsonl(
-        DEMO_DATA_DIR / "replies.jsonl", DEMO_DATA_DIR / "judgments.jsonl"
+        DEMO_DATA_DIR / "replies.jsonl",
+        DEMO_DATA_DIR / "judgments.jsonl",
+        DEMO_DATA_DIR / "failure_modes.jsonl",
     )
 
 
@@ -139,6 +160,8 @@ def _describe(key: ReplayKey) -> str:
         f"{key.kind} unique_id_eval={key.unique_id_eval} turn={key.turn} "
         f"model={key.model} condition={key.condition}"
     )
+    if key.kind == "failure_mode":
+        return described + f" classifier={key.judge}"
     return described + (f" judge={key.judge}" if key.kind == "judgment" else "")
 
 

@@ -1,11 +1,8 @@
-import getpass
-import time
-
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from tqdm import tqdm
 
 from benchmark.evaluation import runs
+from benchmark.management.run_commands import command_user, endpoints_named, watch_run
 from benchmark.models import (
     AuditAction,
     AuditVia,
@@ -15,8 +12,6 @@ from benchmark.models import (
     RunStatus,
 )
 from benchmark.tasks import launch_run
-
-FINAL = {RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED}
 
 
 class Command(BaseCommand):
@@ -42,13 +37,8 @@ class Command(BaseCommand):
         parser.add_argument("--no-wait", action="store_true")
         parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run instead")
 
-    def _endpoints(self, names: str) -> list[ModelEndpoint]:
-        wanted = [n.strip() for n in names.split(",") if n.strip()]
-        found = {e.name: e for e in ModelEndpoint.objects.filter(name__in=wanted)}
-        unknown = [n for n in wanted if n not in found]
-        if unknown:
-            raise CommandError(f"Unknown endpoint(s): {', '.join(unknown)}")
-        return [found[n] for n in wanted]
+    def _endpoints(self, names: str, option: str) -> list[ModelEndpoint]:
+        return endpoints_named(names, option=option)
 
     def handle(self, *args, **o):
         if o["resume"]:
@@ -82,13 +72,13 @@ class Command(BaseCommand):
                     raise CommandError("Some dialogues were not found")
             if not dialogues.exists():
                 raise CommandError("No dialogues in the corpus: import some first (import_corpus).")
-            judges = self._endpoints(o["judges"])
+            judges = self._endpoints(o["judges"], "--judges")
             try:
                 # A run that would evaluate nothing is not kept: it would end "done, 0 units".
                 with transaction.atomic():
                     run = runs.run_create(
                         name=o["name"],
-                        endpoints=self._endpoints(o["models"]),
+                        endpoints=self._endpoints(o["models"], "--models"),
                         judges=judges,
                         dialogues=dialogues,
                         conditions=o["conditions"].split(","),
@@ -106,31 +96,9 @@ class Command(BaseCommand):
         self._watch(run)
 
     def _audit(self, run: EvaluationRun, action: AuditAction) -> None:
-        try:
-            who = getpass.getuser()
-        except (KeyError, OSError):  # no name for this uid (e.g. in a container)
-            who = "unknown"
         runs.run_audit_record(
-            run=run, action=action, via=AuditVia.COMMAND, actor_name=f"{who} (run_eval)"
+            run=run, action=action, via=AuditVia.COMMAND, actor_name=command_user("run_eval")
         )
 
     def _watch(self, run: EvaluationRun) -> None:
-        with tqdm(desc=f"run {run.pk}", unit="unit") as bar:
-            while True:
-                run.refresh_from_db()
-                progress = runs.run_progress(run=run)
-                bar.total = progress.total or None
-                bar.n = progress.finished
-                bar.set_postfix(
-                    errors=progress.by_state.get("error", 0),
-                    calls=progress.calls,
-                    cost=f"${progress.cost_usd:.4f}",
-                )
-                bar.refresh()
-                if run.status in FINAL:
-                    break
-                time.sleep(1)
-        self.stdout.write(
-            f"Run {run.pk} {run.status}: {progress.by_state} calls={progress.calls} "
-            f"cost=${progress.cost_usd:.4f}"
-        )
+        watch_run(run, self.stdout)

@@ -310,7 +310,7 @@ def test_run_eval_command_launches_and_reports(setup, server):
 def test_unknown_endpoint_is_a_clear_command_error(setup):
     from django.core.management import CommandError
 
-    with pytest.raises(CommandError, match="Unknown endpoint"):
+    with pytest.raises(CommandError, match="unknown endpoint"):
         call_command(
             "run_eval",
             "--name",
