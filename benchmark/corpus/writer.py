@@ -112,6 +112,11 @@ class BatchWriter:
                         include={"title", "hidden_goal", "surface_request", "ideal_trajectory"}
                     )
                 )
+            if ext and ext.anchors:
+                # The scenario's anchors are the facts its dialogues disclose, in the record's
+                # order: curation refers to them by position and needs at least two. A tasks
+                # side file that lists anchors overrides them (it is updated into info below).
+                info["anchors"] = [anchor.text for anchor in ext.anchors]
             task = self.enrichment.scenario_for(rec.scenario_id, rec.uuid)
             if task:
                 info.update(task)

@@ -11,7 +11,7 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 from django.test import RequestFactory
 
-from benchmark.models import Dialogue, ModelEndpoint, Trigger, Turn
+from benchmark.models import Dialogue, ModelEndpoint, Scenario, Trigger, Turn
 from core.roles import is_annotator, is_researcher
 
 DEMO_DIR = settings.BASE_DIR / "benchmark" / "demo_data"
@@ -107,3 +107,15 @@ def _authenticate(username: str, password: str):
     """As the login page does: login throttling (django-axes) needs the request."""
     request = RequestFactory().post("/accounts/login/")
     return authenticate(request, username=username, password=password)
+
+
+def test_demo_scenarios_carry_the_anchors_curation_needs(demo):
+    """Curation refuses a scenario with fewer than two anchors; the demo scenarios take theirs
+    from their dialogues' ``x_workbench.anchors``, in order."""
+    records = {r["scenario_id"]: r for r in _lines("dialogues.jsonl")}
+    scenarios = Scenario.objects.filter(key__in=records)
+    assert scenarios.count() == len(records)
+    for scenario in scenarios:
+        expected = [a["text"] for a in records[scenario.key]["x_workbench"]["anchors"]]
+        assert len(expected) >= 2
+        assert scenario.anchors == expected, scenario.key
