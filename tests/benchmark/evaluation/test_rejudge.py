@@ -15,6 +15,7 @@ from benchmark.evaluation.engine import units_execute
 from benchmark.models import (
     AuditVia,
     Dialogue,
+    EvaluationRun,
     EvaluationUnit,
     FailureModeClassification,
     JudgeDisagreement,
@@ -29,7 +30,7 @@ from benchmark.models import (
     UnitState,
 )
 from proactweb.celery import app as celery_app
-from tests.factories import dialogue_record, jsonl_bytes, stream
+from tests.factories import dialogue_record, jsonl_bytes, records_for, stream
 from tests.fakes.vendor_server import FakeVendorServer
 
 pytestmark = pytest.mark.django_db
@@ -105,6 +106,20 @@ def finished_run(server):
     return run
 
 
+@pytest.fixture(autouse=True)
+def _on_commit(django_capture_on_commit_callbacks):
+    """A re-judge enqueues once its transaction commits: the test's own transaction never does,
+    so its callbacks run where they are registered."""
+    global _capture
+    _capture = django_capture_on_commit_callbacks
+    yield
+
+
+def rejudge(**kwargs):
+    with _capture(execute=True):
+        return runs.run_rejudge(**kwargs)
+
+
 def _calls(run, purpose):
     return ProviderCall.objects.filter(run=run, purpose=purpose).count()
 
@@ -115,7 +130,7 @@ def test_added_judge_scores_every_reply_without_a_new_reply_and_updates_disagree
     run = finished_run
     replies_before = _calls(run, "reply")
     judge_b = _endpoint("judge-b", server)
-    outcome = runs.run_rejudge(run_id=run.pk, judges=[judge_b], via=AuditVia.COMMAND)
+    outcome = rejudge(run_id=run.pk, judges=[judge_b], via=AuditVia.COMMAND)
     run.refresh_from_db()
     assert outcome.units == 3 and outcome.judges_added == ("judge-b",)
     assert run.status == RunStatus.DONE and run.judging_only
@@ -131,9 +146,9 @@ def test_added_judge_scores_every_reply_without_a_new_reply_and_updates_disagree
 
 def test_a_later_judge_extends_a_disagreement_and_keeps_its_adjudication(finished_run, server):
     run = finished_run
-    runs.run_rejudge(run_id=run.pk, judges=[_endpoint("judge-b", server)], via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, judges=[_endpoint("judge-b", server)], via=AuditVia.COMMAND)
     JudgeDisagreement.objects.filter(unit__run=run).update(final_verdict="FAIL")
-    runs.run_rejudge(run_id=run.pk, judges=[_endpoint("judge-c", server)], via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, judges=[_endpoint("judge-c", server)], via=AuditVia.COMMAND)
     for d in JudgeDisagreement.objects.filter(unit__run=run):
         assert d.verdicts == {"judge-a": "FAIL", "judge-b": "PARTIAL", "judge-c": "FAIL"}
         assert d.final_verdict == "FAIL"
@@ -144,7 +159,7 @@ def test_epochs_repeat_each_judge_with_fresh_keys_and_epoch_zero_stays_cached(
 ):
     run = finished_run
     cache_before = set(ResponseCacheEntry.objects.values_list("key", flat=True))
-    runs.run_rejudge(run_id=run.pk, epochs=3, via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, epochs=3, via=AuditVia.COMMAND)
     repeats = JudgmentRepeat.objects.filter(unit__run=run)
     assert sorted(set(repeats.values_list("epoch", flat=True))) == [1, 2]
     assert repeats.count() == 3 * 2 and set(repeats.values_list("verdict", flat=True)) == {"FAIL"}
@@ -152,7 +167,7 @@ def test_epochs_repeat_each_judge_with_fresh_keys_and_epoch_zero_stays_cached(
     assert _calls(run, "judgment") == 3 + 6
     new_keys = set(ResponseCacheEntry.objects.values_list("key", flat=True)) - cache_before
     assert len(new_keys) == 6  # each repeat its own entry; epoch 0 was served as before
-    runs.run_rejudge(run_id=run.pk, epochs=3, via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, epochs=3, via=AuditVia.COMMAND)
     assert _calls(run, "judgment") == 3 + 6  # nothing missing: nothing asked
 
 
@@ -163,7 +178,7 @@ def test_classifier_labels_only_the_recovery_replies_the_primary_judge_failed(
     # The primary judge fails only the RECOVERY reply at turn 8 and the EMERGENT one.
     vendor.answers["judge-a"] = lambda body: verdict_json("FAIL")
     classifier = _endpoint("classifier", server)
-    runs.run_rejudge(run_id=run.pk, classifier=classifier, via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, classifier=classifier, via=AuditVia.COMMAND)
     labels = FailureModeClassification.objects.filter(unit__run=run)
     assert labels.count() == 1
     label = labels.get()
@@ -181,7 +196,7 @@ def test_classifier_labels_only_the_recovery_replies_the_primary_judge_failed(
 def test_classifier_passes_are_not_labelled(finished_run, server, vendor):
     run = finished_run
     Judgment.objects.filter(unit__run=run).update(verdict="PASS")
-    runs.run_rejudge(run_id=run.pk, classifier=_endpoint("classifier", server), via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, classifier=_endpoint("classifier", server), via=AuditVia.COMMAND)
     assert not FailureModeClassification.objects.filter(unit__run=run).exists()
     assert _calls(run, "classify") == 0
 
@@ -190,7 +205,7 @@ def test_malformed_label_then_a_good_one_is_kept(finished_run, server, vendor):
     run = finished_run
     answers = iter(["generic closing, I think", label_json(mode="no_such_mode"), label_json()])
     vendor.answers["classifier"] = lambda body: next(answers)
-    runs.run_rejudge(run_id=run.pk, classifier=_endpoint("classifier", server), via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, classifier=_endpoint("classifier", server), via=AuditVia.COMMAND)
     label = FailureModeClassification.objects.get(unit__run=run)
     assert (label.state, label.attempts, label.failure_mode) == ("done", 3, "generic_closing")
     asks = [r for r in server.requests() if r.body["model"] == "classifier"]
@@ -205,7 +220,7 @@ def test_quote_not_in_the_reply_three_times_is_a_classifier_error_with_raw_outpu
     run = finished_run
     invented = label_json(quote="Enjoy the conference in Lisbon")
     vendor.answers["classifier"] = lambda body: invented
-    runs.run_rejudge(run_id=run.pk, classifier=_endpoint("classifier", server), via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, classifier=_endpoint("classifier", server), via=AuditVia.COMMAND)
     label = FailureModeClassification.objects.get(unit__run=run)
     assert (label.state, label.failure_mode, label.attempts) == ("classifier_error", "", 3)
     assert label.raw_output == invented and "not a verbatim passage" in label.error
@@ -231,7 +246,7 @@ def test_rejudge_of_a_cancelled_run_never_replies_to_its_unreplied_units(server)
     runs.run_cancel(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
-    runs.run_rejudge(run_id=run.pk, judges=[_endpoint("judge-b", server)], via=AuditVia.COMMAND)
+    rejudge(run_id=run.pk, judges=[_endpoint("judge-b", server)], via=AuditVia.COMMAND)
     run.refresh_from_db()
     assert run.status == RunStatus.DONE
     assert _calls(run, "reply") == 1
@@ -243,34 +258,45 @@ def test_rejudge_of_a_cancelled_run_never_replies_to_its_unreplied_units(server)
     assert _calls(run, "reply") == 1
 
 
-def test_imported_run_is_rejudged_without_replies(server, tmp_path):
-    from benchmark.evaluation.results_format import results_import
+def test_imported_run_is_rejudged_by_a_second_judge_without_replies(server, vendor, tmp_path):
+    from tests.benchmark.evaluation.test_results_format import _result_line
 
-    corpus_import(stream=stream(jsonl_bytes([dialogue_record()])))
-    dialogue = Dialogue.objects.get()
-    record = {
-        "unique_id_eval": dialogue.unique_id_eval,
-        "model": "m",
-        "results": [
-            {"turn": t.turn.index, "response": MODEL_REPLY, "judge_score": "FAIL"}
-            for t in [*dialogue.turns.filter(trigger__isnull=False)]
-        ],
-    }
-    del record  # the release's results format is built by the exporter's own test helpers
-    pytest.importorskip("benchmark.evaluation.results_format")
-    assert callable(results_import)
+    vendor.answers["judge-b"] = lambda body: verdict_json("PARTIAL", "bring a spare HDMI cable")
+
+    records = records_for(2)
+    corpus_import(stream=stream(jsonl_bytes(records)))
+    lines = [_result_line(records[0]), _result_line(records[1], skip_turn=4)]
+    path = tmp_path / "acme-1_proactivity_bench_results.jsonl"
+    path.write_bytes(jsonl_bytes(lines))
+    call_command("import_results", str(path), stdout=io.StringIO())
+    run = EvaluationRun.objects.get()
+    assert run.source == RunSource.IMPORTED
+    imported_judge = run.primary_judge.name
+    second = _endpoint("judge-b", server)
+    outcome = rejudge(run_id=run.pk, judges=[second], via=AuditVia.COMMAND)
+    run.refresh_from_db()
+    assert outcome.units == 5 and run.status == RunStatus.DONE
+    assert not [r for r in server.requests() if r.body["model"] == "acme-1"]
+    assert Judgment.objects.filter(unit__run=run, judge_name="judge-b").count() == 5
+    assert EvaluationUnit.objects.filter(run=run, state=UnitState.MISSING).count() == 1
+    # Against judge-b's PARTIAL, every imported PASS and FAIL is a disagreement.
+    verdicts = JudgeDisagreement.objects.filter(unit__run=run).values_list("verdicts", flat=True)
+    assert len(verdicts) == 4  # PASS, Partial, FAIL; PASS, (skipped), FAIL
+    assert all(set(v) == {imported_judge, "judge-b"} for v in verdicts)
+    asked = [r for r in server.requests() if r.body["model"] == "judge-b"][0]
+    assert "bring a spare HDMI cable" in asked.body["messages"][0]["content"]
 
 
 def test_only_finished_runs_are_rejudged_and_nothing_to_do_is_refused(finished_run, server):
     run = finished_run
     with pytest.raises(runs.RunActionError, match="nothing to do"):
-        runs.run_rejudge(run_id=run.pk, via=AuditVia.COMMAND)
+        rejudge(run_id=run.pk, via=AuditVia.COMMAND)
     with pytest.raises(runs.RunActionError, match="epochs must be between"):
-        runs.run_rejudge(run_id=run.pk, epochs=0, via=AuditVia.COMMAND)
+        rejudge(run_id=run.pk, epochs=0, via=AuditVia.COMMAND)
     run.status = RunStatus.RUNNING
     run.save()
     with pytest.raises(runs.RunActionError, match="only a done, cancelled or failed run"):
-        runs.run_rejudge(run_id=run.pk, epochs=2, via=AuditVia.COMMAND)
+        rejudge(run_id=run.pk, epochs=2, via=AuditVia.COMMAND)
 
 
 def test_judge_run_command(finished_run, server):
@@ -278,9 +304,10 @@ def test_judge_run_command(finished_run, server):
     _endpoint("judge-b", server)
     _endpoint("classifier", server)
     out = io.StringIO()
-    call_command(
-        "judge_run", str(run.pk), "--judge", "judge-b", "--classifier", "classifier", stdout=out
-    )
+    with _capture(execute=True):
+        call_command(
+            "judge_run", str(run.pk), "--judge", "judge-b", "--classifier", "classifier", stdout=out
+        )
     assert f"Run {run.pk}: 3 replies enqueued (judges added: judge-b" in out.getvalue()
     assert f"Run {run.pk} done" in out.getvalue()
     assert Judgment.objects.filter(unit__run=run, judge_name="judge-b").count() == 3
@@ -291,5 +318,6 @@ def test_judge_run_command(finished_run, server):
         call_command("judge_run", str(run.pk), "--judge", "nobody", stdout=io.StringIO())
     with pytest.raises(CommandError, match="RUN: no run with id or name 'nope'"):
         call_command("judge_run", "nope", "--epochs", "2", stdout=io.StringIO())
-    call_command("judge_run", "first", "--epochs", "2", "--no-wait", stdout=io.StringIO())
+    with _capture(execute=True):
+        call_command("judge_run", "first", "--epochs", "2", "--no-wait", stdout=io.StringIO())
     assert JudgmentRepeat.objects.filter(unit__run=run).count() == 6
