@@ -1,6 +1,7 @@
-"""Style sensitivity: per model, OLS of its Laplace-smoothed logits per communication style on
-the styles' mean logit (b_m), and the logits themselves (docs/statistics.md, "Style
-sensitivity")."""
+"""Style sensitivity: per model, OLS of its Laplace-smoothed logits per configuration on the
+configurations' mean logit (b_m), and the logits themselves (docs/statistics.md, "Style
+sensitivity"). The configurations are the dialogues' communication styles (`style-sensitivity`,
+`style-logits`) or the triggers' phases, i.e. trigger types (`style-sensitivity-by-phase`)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from stats.tables.base import (
 )
 
 CONFIGURATION = "style"
-"""What the configurations are: the dialogues' communication styles. (The pure function takes
-any configuration, phases too; the tables served use styles.)"""
+PHASE = "phase"
+"""The two configurations served: the dialogue's communication style, or the trigger's phase
+(its trigger type)."""
 
 SENSITIVITY_COLUMNS = (
     *model_columns(),
@@ -50,11 +52,12 @@ LOGIT_COLUMNS = (
 )
 
 
-def _fit(request: selectors.TableRequest):
+def _fit(request: selectors.TableRequest, configuration: str = CONFIGURATION):
     """The scored replies' models, configurations and pass flags, and the fit over them."""
     replies = selectors.replies_for(request)
     scored = replies.verdict >= 0
-    configs = replies.style[scored].astype(str)
+    source = replies.style if configuration == CONFIGURATION else replies.trigger_type
+    configs = source[scored].astype(str)
     passed = replies.verdict[scored] == 2
     models = replies.model[scored]
     result = style_sensitivity(models=models, configurations=configs, passed=passed)
@@ -87,13 +90,21 @@ def style_rows(
     ]
 
 
-def build_sensitivity(request: selectors.TableRequest) -> Built:
-    replies, models, _, passed, result = _fit(request)
+def _build_sensitivity(request: selectors.TableRequest, configuration: str) -> Built:
+    replies, models, _, passed, result = _fit(request, configuration)
     pass_rates = {m: float(passed[models == m].mean()) for m in result.models}
     rows = style_rows(
-        result, display=replies.display, configuration=CONFIGURATION, pass_rates=pass_rates
+        result, display=replies.display, configuration=configuration, pass_rates=pass_rates
     )
     return rows, []
+
+
+def build_sensitivity(request: selectors.TableRequest) -> Built:
+    return _build_sensitivity(request, CONFIGURATION)
+
+
+def build_sensitivity_by_phase(request: selectors.TableRequest) -> Built:
+    return _build_sensitivity(request, PHASE)
 
 
 def style_logit_rows(
@@ -129,6 +140,15 @@ def build_logits(request: selectors.TableRequest) -> Built:
 
 
 def style_chart(table: Table) -> list[charts.Chart]:
+    return _sensitivity_chart(table, "Style sensitivity")
+
+
+def phase_chart(table: Table) -> list[charts.Chart]:
+    return _sensitivity_chart(table, "Phase sensitivity")
+
+
+def _sensitivity_chart(table: Table, title: str) -> list[charts.Chart]:
+    configuration = "phase" if title.startswith("Phase") else "style"
     return [
         charts.scatter(
             [
@@ -141,7 +161,7 @@ def style_chart(table: Table) -> list[charts.Chart]:
                 )
                 for r in table.rows
             ],
-            title="Style sensitivity: b_m against pass rate (1 = tracks style difficulty)",
+            title=f"{title}: b_m against pass rate (1 = tracks {configuration} difficulty)",
             x_label="pass rate",
             y_label="b_m",
             reference_y=1.0,
@@ -175,6 +195,37 @@ STYLE_SENSITIVITY = register(
             ),
         ),
         charts=style_chart,
+    )
+)
+
+STYLE_SENSITIVITY_BY_PHASE = register(
+    TableSpec(
+        name="style-sensitivity-by-phase",
+        title="Style sensitivity by phase",
+        description=(
+            "Per model: OLS of its Laplace logits per phase (trigger type) on the mean logit (b_m)."
+        ),
+        columns=SENSITIVITY_COLUMNS,
+        needs=RUN,
+        build=build_sensitivity_by_phase,
+        display=Display(
+            cells=(
+                Cell("Model", "model_display"),
+                Cell("Phases", "n_configurations"),
+                Cell("Pass %", "pass_rate", "pct"),
+                Cell(
+                    mark_safe("b<sub>m</sub> [95% CI]"),
+                    "slope",
+                    "num",
+                    digits=2,
+                    ci=("slope_ci_low", "slope_ci_high"),
+                ),
+                Cell("SE", "slope_se", "num", digits=2),
+                Cell(mark_safe("a<sub>m</sub>"), "intercept", "num", digits=2),
+                Cell("R²", "r_squared", "num", digits=2),
+            ),
+        ),
+        charts=phase_chart,
     )
 )
 

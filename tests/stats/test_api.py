@@ -105,7 +105,9 @@ def _csv_value(text, kind):
     return {"int": int, "float": float, "bool": lambda t: t == "true"}.get(kind, str)(text)
 
 
-@pytest.mark.parametrize("name", ["leaderboard", "judge-agreement", "style-sensitivity"])
+@pytest.mark.parametrize(
+    "name", ["leaderboard", "judge-agreement", "style-sensitivity", "style-sensitivity-by-phase"]
+)
 def test_csv_parses_back_to_the_json_values(demo_run, client_for, researcher, name):
     client = client_for(researcher)
     as_json = client.get(_url(name, run=demo_run.pk)).json()

@@ -26,6 +26,7 @@ RUN_SECTIONS = (
     "leaderboard",
     "judge-agreement",
     "style-sensitivity",
+    "style-sensitivity-by-phase",
     "disclosure-distance",
     "benchmark-correlation",
     "judge-human-alignment",
@@ -40,7 +41,8 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     html = response.content.decode()
     for section in RUN_SECTIONS:
         assert f'id="{section}"' in html
-    assert html.count("<svg") == 4  # pass rate, weighted, phases, style scatter
+    assert html.count("<svg") == 5  # pass rate, weighted, phases, style and phase scatters
+    assert "Phase sensitivity: b_m against pass rate" in html
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
     assert len(csv_links) == 6
@@ -233,7 +235,7 @@ def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_f
                 assert client.get(link.replace("&amp;", "&")).status_code == 200
     pairwise = next(s for s in studies if s.kind == "pairwise")
     html = client.get(DASHBOARD, {"study": pairwise.pk}).content.decode()
-    assert html.count("<svg") == 5  # the run's four, and the preference bars
+    assert html.count("<svg") == 6  # the run's five, and the preference bars
     assert "annotator1" in html and "annotator2" in html  # the per-rater table
 
 

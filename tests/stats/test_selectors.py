@@ -13,6 +13,7 @@ from benchmark.corpus.importer import corpus_import
 from benchmark.models import Dialogue, JudgeDisagreement, Trigger
 from stats import selectors, tables
 from stats.compute import agreement
+from stats.compute.style import style_sensitivity
 from stats.selectors import StatsInputError, TableRequest, VerdictSource
 from tests.factories import dialogue_record, jsonl_bytes, stream
 
@@ -149,6 +150,28 @@ def test_style_tables_over_the_demo_styles(demo_run):
     assert len(logits.rows) == 3 * styles
     row = logits.rows[0]
     assert row["logit"] == pytest.approx(np.log((row["k"] + 0.5) / (row["n"] - row["k"] + 0.5)))
+
+
+def test_style_sensitivity_by_phase_fits_the_trigger_types(demo_run):
+    request = TableRequest(run=demo_run)
+    by_phase = tables.build("style-sensitivity-by-phase", request)
+    phases = {"EMERGENT", "CRITICAL", "RECOVERY"}
+    assert len(by_phase.rows) == 3
+    assert all(row["configuration"] == "phase" for row in by_phase.rows)
+    assert all(row["n_configurations"] == len(phases) for row in by_phase.rows)
+    # The same fit as the pure function over the trigger types, checked independently here.
+    replies = selectors.replies_for(request)
+    scored = replies.verdict >= 0
+    result = style_sensitivity(
+        models=replies.model[scored],
+        configurations=replies.trigger_type[scored].astype(str),
+        passed=replies.verdict[scored] == 2,
+    )
+    assert set(result.configurations) == phases
+    slopes = {m: fit.slope for m, fit in zip(result.models, result.fits, strict=True)}
+    assert {r["model"]: r["slope"] for r in by_phase.rows} == pytest.approx(slopes, nan_ok=True)
+    by_style = tables.build("style-sensitivity", request)
+    assert [r["slope"] for r in by_style.rows] != [r["slope"] for r in by_phase.rows]
 
 
 def _anchored_dialogue():

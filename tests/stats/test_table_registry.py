@@ -138,6 +138,7 @@ def test_registration_order_is_the_listed_modules_order():
         "leaderboard",
         "judge-agreement",
         "style-sensitivity",
+        "style-sensitivity-by-phase",
         "style-logits",
         "disclosure-distance",
         "benchmark-correlation",
