@@ -122,7 +122,12 @@ def default_run() -> EvaluationRun | None:
 
 
 def run_judge_names(run: EvaluationRun) -> list[str]:
-    return list(run.judges.order_by("name").values_list("name", flat=True))
+    """The run's judges by name: its configured ``judges`` and every ``Judgment.judge_name`` of
+    its units. An imported run's judgments carry only a name (``judge`` is NULL) and a judge
+    added by a re-judge may be mid-way, so the names in the judgments count as judges too."""
+    configured = run.judges.order_by().values_list("name", flat=True)
+    judged = Judgment.objects.filter(unit__run=run).order_by().values_list("judge_name", flat=True)
+    return sorted(set(judged.union(configured)))  # one query: UNION removes duplicates
 
 
 @dataclass(frozen=True)
