@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods
 
 from benchmark.models import EvaluationRun, EvaluationUnit, Trigger
 from core.http import HtmxHttpRequest
@@ -86,6 +86,7 @@ def _viewer_filters(
 
 
 @staff_like_required
+@require_GET
 def run_triggers(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(EvaluationRun, pk=run_id)
     form, refused = _viewer_filters(request, run)
@@ -104,6 +105,7 @@ def run_triggers(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @staff_like_required
+@require_GET
 def trigger_detail(request: HttpRequest, run_id: int, trigger_id: int) -> HttpResponse:
     run = get_object_or_404(EvaluationRun, pk=run_id)
     # A trigger the run has no reply at is not one of its pages.
