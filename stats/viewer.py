@@ -18,6 +18,7 @@ from typing import Any
 from django import forms
 from django.db.models import Count, Q, QuerySet
 
+from annotation.kinds.failure_mode import FailureModeKind
 from annotation.models import Answer
 from benchmark.evaluation.requests import conversation_until
 from benchmark.models import (
@@ -203,11 +204,11 @@ def trigger_sample(run: EvaluationRun, trigger: Trigger, filters: dict[str, str]
     letters = {
         name: JUDGE_LETTERS[min(i, len(JUDGE_LETTERS) - 1)] for i, name in enumerate(judge_names)
     }
-    labels: dict[int, list[dict[str, str]]] = {}
+    labels: dict[int | None, list[dict[str, str]]] = {}
     for answer in (
         Answer.objects.filter(
             assignment__item__unit__in=[u.pk for u in units],
-            assignment__item__study__kind="failure_mode",
+            assignment__item__study__kind=FailureModeKind.key,
             retracted_at__isnull=True,
         )
         .select_related("assignment__rater__user", "assignment__item__study")
