@@ -72,7 +72,7 @@ class TriggerFilterForm(forms.Form):
         verdicts = self.fields["verdicts"]
         assert isinstance(verdicts, forms.ChoiceField)
         verdicts.choices = [
-            ("", "Primary judge"),
+            ("primary", "Primary judge"),
             ("adjudicated", "Adjudicated (else primary)"),
             *((name, f"Judge: {name}") for name in selectors.run_judge_names(run)),
         ]
@@ -83,8 +83,13 @@ class TriggerFilterForm(forms.Form):
         )
 
     def query(self) -> dict[str, str]:
-        """The filters set, for links that carry them (prev / next, back to the list)."""
-        return {k: v for k, v in self.cleaned_data.items() if k in FILTER_NAMES and v}
+        """The filters set, for links that carry them (prev / next, back to the list); the
+        default verdict source (primary) is left out."""
+        return {
+            k: v
+            for k, v in self.cleaned_data.items()
+            if k in FILTER_NAMES and v and not (k == "verdicts" and v == "primary")
+        }
 
 
 def _verdict_q(run: EvaluationRun, source: selectors.VerdictSource, verdict: str) -> Q:

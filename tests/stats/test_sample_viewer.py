@@ -7,6 +7,8 @@ import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -17,6 +19,7 @@ from benchmark.models import (
     EvidenceStatus,
     JudgeDisagreement,
     Judgment,
+    ModelEndpoint,
     Trigger,
     TriggerType,
 )
@@ -116,6 +119,9 @@ def test_the_adjudicated_verdict_source_takes_the_final_verdict(study_run, clien
     assert unit.trigger_id in ids
     ids = viewer.trigger_ids(study_run, {**query, "verdict": final})
     assert unit.trigger_id not in ids
+    # Named as the dashboard names it, the primary judge is the default source.
+    form = viewer.TriggerFilterForm({**query, "verdicts": "primary"}, run=study_run)
+    assert form.is_valid() and form.query() == query
 
 
 @pytest.mark.parametrize(
@@ -148,7 +154,9 @@ def test_the_trigger_page_shows_every_reply_judge_and_label(
     units = list(EvaluationUnit.objects.filter(run=study_run, trigger=trigger).order_by("id"))
     assert len(units) == 4  # two models × two conditions
     first = units[0]
-    quote = first.reply.split(".")[0][:30]
+    first.reply = "<script>alert('reply')</script> " + first.reply
+    first.save()
+    quote = first.reply.split(".")[0][-30:]
     Judgment.objects.filter(unit=first, judge_name=PRIMARY_JUDGE).update(
         evidence=quote, evidence_status=EvidenceStatus.EXACT, rationale="Names the <b>anchor</b>."
     )
@@ -184,6 +192,7 @@ def test_the_trigger_page_shows_every_reply_judge_and_label(
     assert html.count("Rubric-injected</span>") == 2 and html.count("Vanilla</span>") == 2
     # Each judge's verdict and rationale (escaped), evidence marked with its badge.
     assert "Names the &lt;b&gt;anchor&lt;/b&gt;." in html
+    assert "<script>alert" not in html and "&lt;script&gt;alert(&#x27;reply&#x27;)" in html
     assert re.search(r'<mark class="evidence judge-a">[^<]*' + re.escape(quote[:10]), html)
     assert 'class="badge evidence-exact"' in html and ">exact</span>" in html
     assert 'class="badge evidence-not_found"' in html and ">not found</span>" in html
@@ -252,6 +261,40 @@ def test_query_counts_are_fixed(study_run, client_for, researcher, django_assert
     with django_assert_max_num_queries(16):
         response = client.get(detail_url(study_run, trigger.pk), {"verdict": "PASS"})
         assert response.status_code == 200
+
+
+def test_the_trigger_page_reads_as_many_queries_with_more_models_judges_and_labels(
+    study_run, client_for, researcher
+):
+    client = client_for(researcher)
+    trigger = Trigger.objects.filter(type=TriggerType.RECOVERY).order_by("id").first()
+    url = detail_url(study_run, trigger.pk)
+    client.get(url)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url, {"verdict": "FAIL"}).status_code == 200
+        return len(captured)
+
+    before = queries()
+    extra = ModelEndpoint.objects.create(
+        name="third-model", display_name="Third Model", provider="replay", model_name="m3"
+    )
+    study_run.endpoints.add(extra)
+    for condition in ("vanilla", "rubric_injected"):
+        unit = EvaluationUnit.objects.create(
+            run=study_run, trigger=trigger, endpoint=extra, condition=condition, reply="Bye."
+        )
+        for judge in ("oracle-judge-alpha", "sibyl-judge-beta", "third-judge"):
+            Judgment.objects.create(
+                unit=unit, judge_name=judge, state="done", verdict="FAIL", evidence="Bye"
+            )
+        unit.failure_mode_classifications.create(
+            classifier_name="c", state=ClassificationState.DONE, failure_mode="other", quote="Bye"
+        )
+    html = client.get(url).content.decode()
+    assert "Third Model" in html and "third-judge" in html
+    assert queries() == before
 
 
 def test_every_leaderboard_row_links_to_its_prefiltered_triggers(demo_run, client_for, researcher):
