@@ -6,7 +6,7 @@ a display — the run's tables when there is a run, and with a study the tables 
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -25,6 +25,7 @@ class Part:
     css: str = ""
     title: str = ""
     strong: bool = False
+    href: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,18 +91,20 @@ def _cell(cell: tables.Cell, row: dict[str, Any], overall: bool) -> list[Part]:
     return parts
 
 
-def panel_rows(display: tables.Display, table: tables.Table) -> list[PanelRow]:
-    """Each row of ``table`` as the cells ``display`` declares."""
+def panel_rows(
+    display: tables.Display, table: tables.Table, request: selectors.TableRequest | None = None
+) -> list[PanelRow]:
+    """Each row of ``table`` as the cells ``display`` declares; with a ``display.link`` and the
+    request, the first cell links to the row's page."""
     out = []
     for row in table.rows:
         row = {**row, **{name: derive(row) for name, derive in display.derive.items()}}
         overall = display.overall is not None and row.get(display.overall[0]) == display.overall[1]
-        out.append(
-            PanelRow(
-                css="overall" if overall else display.row_class,
-                cells=[_cell(cell, row, overall) for cell in display.cells],
-            )
-        )
+        cells = [_cell(cell, row, overall) for cell in display.cells]
+        if display.link is not None and request is not None and cells and cells[0]:
+            href = display.link(row, request)
+            cells[0] = [replace(part, href=href) for part in cells[0]]
+        out.append(PanelRow(css="overall" if overall else display.row_class, cells=cells))
     return out
 
 
@@ -134,7 +137,7 @@ def _panel(spec: tables.TableSpec, request: selectors.TableRequest) -> Panel:
     except selectors.StatsInputError as exc:
         panel.error = str(exc)
         return panel
-    panel.rows = panel_rows(panel.display, panel.table)
+    panel.rows = panel_rows(panel.display, panel.table, request)
     if spec.charts is not None and panel.table.rows:
         panel.charts = spec.charts(panel.table)
     return panel

@@ -150,6 +150,8 @@ class Display:
     derive: Mapping[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
     # values for the cells only, computed from a row (not part of the table's columns)
     template: str = "stats/panel.html"  # a table that needs more names its own panel template
+    link: Callable[[dict[str, Any], TableRequest], str] | None = None
+    # a page about the row (its first cell links there), e.g. the leaderboard cell's triggers
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ weighted score with bootstrap CIs (docs/statistics.md, "Leaderboard")."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
+
+from django.urls import reverse
 
 from stats import charts, selectors
 from stats.compute.leaderboard import ALL, TYPE_ORDER, LeaderboardRow, leaderboard
@@ -102,6 +105,18 @@ def build(request: selectors.TableRequest) -> Built:
     return out, []
 
 
+def triggers_link(row: dict[str, Any], request: selectors.TableRequest) -> str:
+    """The cell's triggers in the sample viewer: this model, phase (none for ALL), condition
+    and verdict source."""
+    run = selectors.require_run(request)
+    query = {"model": row["model"], "condition": row["condition"]}
+    if row["trigger_type"] != ALL:
+        query["type"] = row["trigger_type"]
+    if request.verdicts.kind != "primary":
+        query["verdicts"] = request.verdicts.label
+    return f"{reverse('stats:run_triggers', args=[run.pk])}?{urlencode(query)}"
+
+
 def _label(row: dict) -> str:
     return row.get("model_display") or row["model"]
 
@@ -144,6 +159,8 @@ LEADERBOARD = register(
         build=build,
         display=Display(
             # A model's ALL row names it; its phase rows, indented, name the trigger type.
+            # Each links to its triggers in the sample viewer.
+            link=triggers_link,
             overall=("trigger_type", ALL),
             row_class="phase",
             empty="No replies in this condition.",

@@ -86,9 +86,16 @@ def _query_parameters() -> list[str]:
     from benchmark.forms import DialogueFilterForm
     from stats.api import TableQuerySerializer
     from stats.forms import DashboardFilterForm
+    from stats.viewer import TriggerFilterForm
 
     names = {"page", "archived", "format", "next"}
-    for form in (DialogueFilterForm, DashboardFilterForm, StudyCreateForm, ExclusionForm):
+    for form in (
+        DialogueFilterForm,
+        DashboardFilterForm,
+        StudyCreateForm,
+        ExclusionForm,
+        TriggerFilterForm,
+    ):
         names |= set(form.base_fields)
     names |= set(TableQuerySerializer().fields)
     names |= {"q", "o", "p", "e", "all", "_popup", "_to_field", "_changelist_filters"}

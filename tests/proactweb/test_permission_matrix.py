@@ -92,6 +92,9 @@ EXPECTED: dict[str, dict[str, int]] = {
     "admin:annotation_study_delete": ADMIN_READ_ONLY_ADD,
     "stats:dashboard": STAFF_LIKE,
     "stats:benchmark_scores": STAFF_LIKE,
+    # The per-trigger sample viewer names models and conditions: never an annotator's.
+    "stats:run_triggers": STAFF_LIKE,
+    "stats:trigger_detail": STAFF_LIKE,
     # Every statistics table, asked for as the leaderboard (tests/stats/test_api.py asks each).
     "stats_api:table": API,
     "stats_api:raw-export": API,
@@ -268,6 +271,8 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
         "admin:benchmark_evaluationrun_action": [run.pk, "resume"],
         "stats_api:raw-export": ["judgments", "csv"],
         "stats_api:table": ["leaderboard"],
+        "stats:run_triggers": [run.pk],
+        "stats:trigger_detail": [run.pk, run.units.order_by("pk").first().trigger_id],
     }
     item = world["own_item"]
     rater = study.raters.order_by("pk").first()
