@@ -19,6 +19,7 @@ from benchmark.models import (
     EvaluationUnit,
     JudgeDisagreement,
     Judgment,
+    ModelEndpoint,
     ModelPrice,
     ProviderCall,
     ResponseCacheEntry,
@@ -73,6 +74,36 @@ class EvaluationRunForm(forms.ModelForm):
             data["dialogues"] = run_service.dialogues_default()
             if not data["dialogues"].exists():
                 self.add_error("dialogues", f"{run_service.NO_ACCEPTED_DIALOGUES} here.")
+        return data
+
+
+class RejudgeForm(forms.Form):
+    """What a re-judge adds to a finished run (``run_service.run_rejudge``)."""
+
+    judges = forms.ModelMultipleChoiceField(
+        queryset=ModelEndpoint.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Each judge scores every reply; a judge the run already has is asked only "
+        "where it has not answered.",
+    )
+    epochs = forms.IntegerField(
+        min_value=1,
+        max_value=20,
+        required=False,
+        help_text="Verdicts per judge per reply (empty: unchanged). More than 1 measures each "
+        "judge's self-consistency.",
+    )
+    classifier = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.order_by("name"),
+        required=False,
+        help_text="Labels the failure mode of every RECOVERY reply the primary judge failed.",
+    )
+
+    def clean(self):
+        data = super().clean()
+        if not (data.get("judges") or data.get("epochs") or data.get("classifier")):
+            raise forms.ValidationError("Choose a judge, a number of epochs or a classifier.")
         return data
 
 
@@ -169,6 +200,11 @@ class EvaluationRunAdmin(admin.ModelAdmin):
                 name="benchmark_evaluationrun_progress",
             ),
             path(
+                "<int:run_id>/rejudge/",
+                self.admin_site.admin_view(self.rejudge_view),
+                name="benchmark_evaluationrun_rejudge",
+            ),
+            path(
                 "<int:run_id>/do/<str:action>/",
                 self.admin_site.admin_view(self.action_view),
                 name="benchmark_evaluationrun_action",
@@ -200,6 +236,43 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         return TemplateResponse(
             request, "admin/benchmark/evaluationrun/progress.html", self._live_context(run)
         )
+
+    def rejudge_view(self, request: HttpRequest, run_id: int) -> HttpResponse:
+        """Add judges, epochs or a failure-mode classifier to a finished run; its page then
+        shows the progress as for any run."""
+        run = get_object_or_404(EvaluationRun, pk=run_id)
+        if not self.has_change_permission(request, run):
+            return redirect("admin:benchmark_evaluationrun_change", run_id)
+        form = RejudgeForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                outcome = run_service.run_rejudge(
+                    run_id=run.pk,
+                    judges=list(data["judges"]),
+                    epochs=data["epochs"],
+                    classifier=data["classifier"],
+                    via=AuditVia.ADMIN,
+                    actor=request.user,
+                )
+            except run_service.RunActionError as exc:
+                form.add_error(None, f"Not re-judged: {exc}.")
+            else:
+                messages.info(
+                    request,
+                    f"{run}: {outcome.units} replies re-enqueued for judging; progress updates "
+                    "live.",
+                )
+                return redirect("admin:benchmark_evaluationrun_change", run_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Add judges or classify: {run}",
+            "run": run,
+            "form": form,
+            "opts": self.model._meta,
+            "judges": list(run.judges.order_by("name").values_list("name", flat=True)),
+        }
+        return TemplateResponse(request, "admin/benchmark/evaluationrun/rejudge.html", context)
 
     def action_view(self, request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         """The Launch / Cancel / Resume / Retry errors buttons on a run's page (POST only)."""

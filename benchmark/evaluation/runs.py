@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -27,6 +27,9 @@ from benchmark.models import (
     DialogueStatus,
     EvaluationRun,
     EvaluationUnit,
+    FailureModeClassification,
+    Judgment,
+    JudgmentState,
     ModelEndpoint,
     ProviderCall,
     RunAuditEvent,
@@ -131,6 +134,8 @@ def run_actions(*, run: EvaluationRun, progress: RunProgress) -> frozenset[str]:
         actions.add("resume")
     if progress.by_state.get(UnitState.ERROR, 0):
         actions.add("retry")
+    if run.status in REJUDGEABLE:
+        actions.add("rejudge")
     return frozenset(actions)
 
 
@@ -461,6 +466,10 @@ class RunProgress:
     cost_usd: Decimal
     eta_s: float | None
     latest_errors: list[tuple[int, str]]
+    judged: dict[str, int] = field(default_factory=dict)
+    """Verdicts so far (epoch 0) per judge name."""
+    classified: int = 0
+    """Failure-mode labels so far (errors included)."""
 
     @property
     def finished(self) -> int:
@@ -495,7 +504,16 @@ def run_progress(*, run: EvaluationRun) -> RunProgress:
         .order_by("-finished_at")
         .values_list("id", "error")[:5]
     )
+    judged = dict(
+        Judgment.objects.filter(unit__run=run, state=JudgmentState.DONE)
+        .values_list("judge_name")
+        .annotate(n=Count("id"))
+        .values_list("judge_name", "n")
+    )
+    classified = FailureModeClassification.objects.filter(unit__run=run).count()
     return RunProgress(
+        judged=dict(sorted(judged.items())),
+        classified=classified,
         total=total,
         by_state=by_state,
         calls=calls["n"] or 0,

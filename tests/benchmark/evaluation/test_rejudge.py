@@ -7,11 +7,12 @@ import json
 
 import pytest
 from django.core.management import call_command
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, OutputWrapper
 
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation import runs
 from benchmark.evaluation.engine import units_execute
+from benchmark.management.run_commands import watch_run
 from benchmark.models import (
     AuditVia,
     Dialogue,
@@ -154,9 +155,7 @@ def test_a_later_judge_extends_a_disagreement_and_keeps_its_adjudication(finishe
         assert d.final_verdict == "FAIL"
 
 
-def test_epochs_repeat_each_judge_with_fresh_keys_and_epoch_zero_stays_cached(
-    finished_run, server
-):
+def test_epochs_repeat_each_judge_with_fresh_keys_and_epoch_zero_stays_cached(finished_run, server):
     run = finished_run
     cache_before = set(ResponseCacheEntry.objects.values_list("key", flat=True))
     rejudge(run_id=run.pk, epochs=3, via=AuditVia.COMMAND)
@@ -304,11 +303,19 @@ def test_judge_run_command(finished_run, server):
     _endpoint("judge-b", server)
     _endpoint("classifier", server)
     out = io.StringIO()
-    with _capture(execute=True):
+    with _capture(execute=True):  # (enqueued on commit: --no-wait, then watched once done)
         call_command(
-            "judge_run", str(run.pk), "--judge", "judge-b", "--classifier", "classifier", stdout=out
+            "judge_run",
+            str(run.pk),
+            "--judge",
+            "judge-b",
+            "--classifier",
+            "classifier",
+            "--no-wait",
+            stdout=out,
         )
     assert f"Run {run.pk}: 3 replies enqueued (judges added: judge-b" in out.getvalue()
+    watch_run(run, OutputWrapper(out))
     assert f"Run {run.pk} done" in out.getvalue()
     assert Judgment.objects.filter(unit__run=run, judge_name="judge-b").count() == 3
     assert FailureModeClassification.objects.filter(unit__run=run).count() == 1
@@ -321,3 +328,30 @@ def test_judge_run_command(finished_run, server):
     with _capture(execute=True):
         call_command("judge_run", "first", "--epochs", "2", "--no-wait", stdout=io.StringIO())
     assert JudgmentRepeat.objects.filter(unit__run=run).count() == 6
+
+
+def test_admin_adds_a_judge_from_the_run_page_and_shows_its_progress(
+    finished_run, server, admin_client
+):
+    run = finished_run
+    judge_b = _endpoint("judge-b", server)
+    page = admin_client.get(f"/admin/benchmark/evaluationrun/{run.pk}/change/")
+    assert f"/admin/benchmark/evaluationrun/{run.pk}/rejudge/" in page.content.decode()
+    form = admin_client.get(f"/admin/benchmark/evaluationrun/{run.pk}/rejudge/")
+    assert form.status_code == 200 and "judge-a" in form.content.decode()
+    empty = admin_client.post(f"/admin/benchmark/evaluationrun/{run.pk}/rejudge/", {})
+    assert "Choose a judge, a number of epochs or a classifier." in empty.content.decode()
+    with _capture(execute=True):
+        done = admin_client.post(
+            f"/admin/benchmark/evaluationrun/{run.pk}/rejudge/", {"judges": [judge_b.pk]}
+        )
+    assert done.status_code == 302
+    assert Judgment.objects.filter(unit__run=run, judge_name="judge-b").count() == 3
+    event = RunAuditEvent.objects.get(run=run, action="rejudge")
+    assert event.via == "admin" and event.actor is not None
+    progress = admin_client.get(f"/admin/benchmark/evaluationrun/{run.pk}/progress/")
+    assert "judge-b: <strong>3</strong>" in progress.content.decode()
+    run.status = RunStatus.RUNNING
+    run.save()
+    refused = admin_client.post(f"/admin/benchmark/evaluationrun/{run.pk}/rejudge/", {"epochs": 2})
+    assert "Not re-judged: only a done, cancelled or failed run" in refused.content.decode()
