@@ -34,6 +34,8 @@ TABLE_MODULES = (
     "benchmark_correlation",
     "preference",
     "failure_modes",
+    "failure_modes_llm",
+    "failure_modes_llm_vs_human",
     "human_agreement",
     "judge_human_alignment",
 )

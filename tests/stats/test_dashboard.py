@@ -28,6 +28,8 @@ RUN_SECTIONS = (
     "style-sensitivity",
     "disclosure-distance",
     "benchmark-correlation",
+    "failure-modes-llm",
+    "failure-modes-llm-vs-human",
     "judge-human-alignment",
     "raw-exports",
 )
@@ -40,10 +42,11 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     html = response.content.decode()
     for section in RUN_SECTIONS:
         assert f'id="{section}"' in html
-    assert html.count("<svg") == 4  # pass rate, weighted, phases, style scatter
+    # pass rate, weighted, phases, style scatter, the classifier's failure modes
+    assert html.count("<svg") == 5
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 6
+    assert len(csv_links) == 8
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -74,8 +77,9 @@ def test_dashboard_query_count_is_fixed(
 ):
     client = client_for(researcher)
     client.get(DASHBOARD)  # warm the session and content types
-    # 2 of them: the alignment table's studies and adjudicated verdicts
-    with django_assert_max_num_queries(18):
+    # 2 of them: the alignment table's studies and adjudicated verdicts; 2 the failure-mode
+    # classifier's labels and the failure-mode studies they are compared with
+    with django_assert_max_num_queries(20):
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -233,7 +237,7 @@ def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_f
                 assert client.get(link.replace("&amp;", "&")).status_code == 200
     pairwise = next(s for s in studies if s.kind == "pairwise")
     html = client.get(DASHBOARD, {"study": pairwise.pk}).content.decode()
-    assert html.count("<svg") == 5  # the run's four, and the preference bars
+    assert html.count("<svg") == 6  # the run's five, and the preference bars
     assert "annotator1" in html and "annotator2" in html  # the per-rater table
 
 
@@ -250,7 +254,7 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    with django_assert_max_num_queries(25):  # 18 without a study
+    with django_assert_max_num_queries(27):  # 20 without a study
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

@@ -144,6 +144,8 @@ def test_registration_order_is_the_listed_modules_order():
         "preference",
         "preference-raters",
         "failure-modes",
+        "failure-modes-llm",
+        "failure-modes-llm-vs-human",
         "human-agreement",
         "judge-human-alignment",
     ]
