@@ -31,6 +31,7 @@ from benchmark.models import (
     FailureModeClassification,
     JudgeDisagreement,
     Judgment,
+    JudgmentRepeat,
     JudgmentState,
     ModelEndpoint,
     RunStatus,
@@ -441,6 +442,53 @@ def failure_mode_labels_for(
         include_excluded=request.include_excluded,
         cache=request.cache.setdefault("study", {}),
     )
+
+
+# --- A judge's repeats -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeEpochs:
+    """One judge's verdicts on the replies it judged more than once: ``epochs[i, e]`` the code
+    of epoch e (0: the judgment) on reply i, -1 none; ``trigger_type[i]`` its trigger type."""
+
+    judge: str
+    epochs: np.ndarray
+    trigger_type: np.ndarray
+
+
+def judge_epochs_for(request: TableRequest) -> list[JudgeEpochs]:
+    """Every judge of the request's run with repeats (``JudgmentRepeat``) in its condition,
+    by name: one query when there are none, two otherwise. Failed (``judge_error``) epochs are
+    missing verdicts."""
+    run = require_run(request)
+    repeats = list(
+        JudgmentRepeat.objects.filter(
+            unit__run=run, unit__condition=request.condition, state=JudgmentState.DONE
+        ).values_list("unit_id", "judge_name", "epoch", "verdict", "unit__trigger__type")
+    )
+    if not repeats:
+        return []
+    units = {r[0] for r in repeats}
+    judges = sorted({r[1] for r in repeats})
+    first = Judgment.objects.filter(
+        unit_id__in=units, judge_name__in=judges, state=JudgmentState.DONE
+    ).values_list("unit_id", "judge_name", "verdict")
+    cells = [(u, j, 0, v) for u, j, v in first] + [(u, j, e, v) for u, j, e, v, _ in repeats]
+    types = {r[0]: r[4] for r in repeats}
+    width = max(r[2] for r in repeats) + 1
+    out = []
+    for judge in judges:
+        mine = [c for c in cells if c[1] == judge]
+        unit_ids = sorted({c[0] for c in mine if c[2] > 0})
+        row_of = {u: i for i, u in enumerate(unit_ids)}
+        epochs = np.full((len(unit_ids), width), -1, dtype=np.int64)
+        for unit_id, _, epoch, verdict in mine:
+            if unit_id in row_of:
+                epochs[row_of[unit_id], epoch] = VERDICT_CODES[verdict]
+        trigger_type = np.array([types[u] for u in unit_ids], dtype=object)
+        out.append(JudgeEpochs(judge, epochs, trigger_type))
+    return out
 
 
 # --- An LLM's failure-mode labels -----------------------------------------------------------

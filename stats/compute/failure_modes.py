@@ -19,7 +19,6 @@ from stats.compute.resampling import (
     HUMAN_RESAMPLES,
     item_bootstrap_sums,
     percentile_interval,
-    safe_ratio,
 )
 from stats.interfaces import FailureModeLabels
 
@@ -93,7 +92,7 @@ def _accuracy(hits: np.ndarray, rng: np.random.Generator, resamples: int):
     if n == 0:
         return value, (float("nan"), float("nan"))
     sums = item_bootstrap_sums(hits.astype(float), resamples=resamples, rng=rng)[:, 0]
-    return value, percentile_interval(safe_ratio(sums, n))
+    return value, percentile_interval(sums / n)
 
 
 def classifier_vs_people(

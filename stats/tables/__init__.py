@@ -29,6 +29,7 @@ from stats.tables.base import (
 TABLE_MODULES = (
     "leaderboard",
     "judge_agreement",
+    "judge_self_consistency",
     "style",
     "disclosure",
     "benchmark_correlation",

@@ -25,6 +25,7 @@ DASHBOARD = reverse("stats:dashboard")
 RUN_SECTIONS = (
     "leaderboard",
     "judge-agreement",
+    "judge-self-consistency",
     "style-sensitivity",
     "disclosure-distance",
     "benchmark-correlation",
@@ -46,7 +47,7 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     assert html.count("<svg") == 5
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 8
+    assert len(csv_links) == 9
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -78,8 +79,9 @@ def test_dashboard_query_count_is_fixed(
     client = client_for(researcher)
     client.get(DASHBOARD)  # warm the session and content types
     # 2 of them: the alignment table's studies and adjudicated verdicts; 2 the failure-mode
-    # classifier's labels and the failure-mode studies they are compared with
-    with django_assert_max_num_queries(20):
+    # classifier's labels and the failure-mode studies they are compared with; 1 the judges'
+    # repeats (self-consistency)
+    with django_assert_max_num_queries(21):
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -254,7 +256,7 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    with django_assert_max_num_queries(27):  # 20 without a study
+    with django_assert_max_num_queries(28):  # 21 without a study
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

@@ -137,6 +137,7 @@ def test_registration_order_is_the_listed_modules_order():
     assert [spec.name for spec in tables.all_specs()] == [
         "leaderboard",
         "judge-agreement",
+        "judge-self-consistency",
         "style-sensitivity",
         "style-logits",
         "disclosure-distance",
