@@ -239,3 +239,25 @@ def test_tables_through_the_api_export_and_dashboard(demo_with_people, client_fo
     schema = client.get(reverse("stats_api:schema") + "?format=json").json()
     for name in (LLM, VS):
         assert f"/api/v1/tables/{name}/" in schema["paths"]
+
+
+def test_the_recordings_are_what_the_committed_script_writes():
+    from benchmark.demo_data import make_failure_modes
+
+    assert make_failure_modes.records() == _recorded()
+
+
+def test_a_recording_of_a_reply_the_run_lacks_names_its_line_and_loads_nothing(
+    db, tmp_path, monkeypatch
+):
+    from benchmark.evaluation import demo_run as module
+    from benchmark.models import EvaluationRun
+
+    bad = {**_recorded()[0], "turn": 99}
+    path = tmp_path / "failure_modes.jsonl"
+    path.write_text(json.dumps(_recorded()[1]) + "\n" + json.dumps(bad) + "\n")
+    monkeypatch.setattr(module, "FAILURE_MODES_FILE", path)
+    with pytest.raises(ValueError, match=r"failure_modes.jsonl line 2: no RECOVERY reply"):
+        call_command("load_demo", "--no-users", stdout=io.StringIO())
+    assert not EvaluationRun.objects.exists()
+    assert not FailureModeClassification.objects.exists()
