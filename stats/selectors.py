@@ -25,6 +25,7 @@ from django.db.models import Q
 from annotation.models import Study
 from benchmark.models import (
     Anchor,
+    ClassificationState,
     Condition,
     EvaluationRun,
     EvaluationUnit,
@@ -555,12 +556,12 @@ def classifications_for(request: TableRequest) -> tuple[Classifications, list[st
     mine = [r for r in rows if r[2] == classifier]
     errors: dict[str, int] = {}
     for _, model, _, state, _, _ in mine:
-        if state != "done":
+        if state != ClassificationState.DONE:
             errors[model] = errors.get(model, 0) + 1
     labels = FailureModeLabels.from_records(
         FailureModeLabel(model, str(unit_id), mode)
         for unit_id, model, _, state, mode, _ in mine
-        if state == "done"
+        if state == ClassificationState.DONE
     )
     if classifier:
         notes.append(
