@@ -184,6 +184,7 @@ class FailureModeLabels:
     model: np.ndarray
     category: np.ndarray
     categories: tuple[str, ...] = FAILURE_MODES
+    item_id: np.ndarray | None = None  # the labelled item of each entry (``FailureModeLabel``)
 
     @classmethod
     def from_records(
@@ -199,4 +200,5 @@ class FailureModeLabels:
             model=np.array([x.model for x in labels], dtype=object),
             category=np.array([x.category for x in labels], dtype=object),
             categories=tuple(categories),
+            item_id=np.array([x.item_id for x in labels], dtype=object),
         )

@@ -25,21 +25,30 @@ from django.db.models import Q
 from annotation.models import Study
 from benchmark.models import (
     Anchor,
+    ClassificationState,
     Condition,
     EvaluationRun,
     EvaluationUnit,
+    FailureModeClassification,
     JudgeDisagreement,
     Judgment,
+    JudgmentRepeat,
     JudgmentState,
     ModelEndpoint,
     RunStatus,
     Trigger,
+    TriggerType,
 )
-from benchmark.vocabulary import VERDICT_CODES, VERDICT_ORDER
+from benchmark.vocabulary import FAILURE_MODES, VERDICT_CODES, VERDICT_ORDER
 from stats import release_files, studies
 from stats.compute import agreement
 from stats.compute.resampling import DEFAULT_SEED
-from stats.interfaces import FailureModeLabels, LabelMatrix, PreferenceJudgements
+from stats.interfaces import (
+    FailureModeLabel,
+    FailureModeLabels,
+    LabelMatrix,
+    PreferenceJudgements,
+)
 from stats.models import ExternalBenchmarkScore
 
 if TYPE_CHECKING:
@@ -439,6 +448,184 @@ def failure_mode_labels_for(
         include_excluded=request.include_excluded,
         cache=request.cache.setdefault("study", {}),
     )
+
+
+# --- A judge's repeats -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeEpochs:
+    """One judge's verdicts on the replies it judged more than once: ``epochs[i, e]`` the code
+    of epoch e (0: the judgment) on reply i, -1 none; ``trigger_type[i]`` its trigger type."""
+
+    judge: str
+    epochs: np.ndarray
+    trigger_type: np.ndarray
+
+
+def judge_epochs_for(request: TableRequest) -> list[JudgeEpochs]:
+    """Every judge of the request's run with repeats (``JudgmentRepeat``) in its condition,
+    by name: one query when there are none, two otherwise. Failed (``judge_error``) epochs are
+    missing verdicts."""
+    run = require_run(request)
+    repeats = list(
+        JudgmentRepeat.objects.filter(
+            unit__run=run, unit__condition=request.condition, state=JudgmentState.DONE
+        ).values_list("unit_id", "judge_name", "epoch", "verdict", "unit__trigger__type")
+    )
+    if not repeats:
+        return []
+    units = {r[0] for r in repeats}
+    judges = sorted({r[1] for r in repeats})
+    first = Judgment.objects.filter(
+        unit_id__in=units, judge_name__in=judges, state=JudgmentState.DONE
+    ).values_list("unit_id", "judge_name", "verdict")
+    cells = [(u, j, 0, v) for u, j, v in first] + [(u, j, e, v) for u, j, e, v, _ in repeats]
+    types = {r[0]: r[4] for r in repeats}
+    width = max(r[2] for r in repeats) + 1
+    out = []
+    for judge in judges:
+        mine = [c for c in cells if c[1] == judge]
+        unit_ids = sorted({c[0] for c in mine if c[2] > 0})
+        row_of = {u: i for i, u in enumerate(unit_ids)}
+        epochs = np.full((len(unit_ids), width), -1, dtype=np.int64)
+        for unit_id, _, epoch, verdict in mine:
+            if unit_id in row_of:
+                epochs[row_of[unit_id], epoch] = VERDICT_CODES[verdict]
+        trigger_type = np.array([types[u] for u in unit_ids], dtype=object)
+        out.append(JudgeEpochs(judge, epochs, trigger_type))
+    return out
+
+
+# --- An LLM's failure-mode labels -----------------------------------------------------------
+
+FAILURE_MODE_STUDY = "failure_mode"  # the study kind whose labels are failure modes
+
+
+@dataclass(frozen=True)
+class Classifications:
+    """One classifier's labels of a run's RECOVERY replies in one condition: ``labels`` (its
+    ``item_id`` the unit's id, as text) for the replies it classified, and per model how many
+    replies it could not classify (``classifier_error``)."""
+
+    classifier: str  # "" when the run has none
+    labels: FailureModeLabels
+    errors: dict[str, int]
+
+
+def classifications_for(request: TableRequest) -> tuple[Classifications, list[str]]:
+    """The run's failure-mode classifier's labels (``EvaluationRun.failure_mode_classifier``;
+    for a run without one, the classifier its stored labels name — the first by name if they
+    name several), read once per request: 1 query (2 when the run's classifier has no labels
+    yet)."""
+    if "classifications" in request.cache:
+        return request.cache["classifications"]
+    run = require_run(request)
+    rows = list(
+        FailureModeClassification.objects.filter(
+            unit__run=run,
+            unit__condition=request.condition,
+            unit__trigger__type=TriggerType.RECOVERY,
+        )
+        .order_by("unit_id")
+        .values_list(
+            "unit_id",
+            "unit__endpoint__name",
+            "classifier_name",
+            "state",
+            "failure_mode",
+            "classifier_id",
+        )
+    )
+    names = sorted({r[2] for r in rows})
+    notes: list[str] = []
+    classifier = names[0] if names else ""
+    if run.failure_mode_classifier_id is not None:
+        # The endpoint's labels name it; only without any is its name looked up.
+        named = {r[2] for r in rows if r[5] == run.failure_mode_classifier_id}
+        classifier = (
+            min(named)
+            if named
+            else ModelEndpoint.objects.values_list("name", flat=True).get(
+                pk=run.failure_mode_classifier_id
+            )
+        )
+    others = [n for n in names if n != classifier]
+    if others:
+        notes.append(f"labels of other classifiers left out: {', '.join(others)}")
+    if not rows:
+        notes.append(
+            f"no failure-mode classifications in run {run.pk} ({request.condition}): give the "
+            "run a failure-mode classifier and classify its failed RECOVERY replies"
+        )
+    mine = [r for r in rows if r[2] == classifier]
+    errors: dict[str, int] = {}
+    for _, model, _, state, _, _ in mine:
+        if state != ClassificationState.DONE:
+            errors[model] = errors.get(model, 0) + 1
+    labels = FailureModeLabels.from_records(
+        FailureModeLabel(model, str(unit_id), mode)
+        for unit_id, model, _, state, mode, _ in mine
+        if state == ClassificationState.DONE
+    )
+    if classifier:
+        notes.append(
+            f"classifier {classifier}: the RECOVERY replies its run's primary judge failed"
+        )
+    request.cache["classifications"] = (Classifications(classifier, labels, errors), notes)
+    return request.cache["classifications"]
+
+
+@dataclass(frozen=True)
+class FailureModeReference:
+    """A failure-mode study's majority label per reply, by the reply's unit id."""
+
+    name: str  # "study N (majority)"
+    by_unit: dict[int, str]
+
+
+def failure_mode_references(request: TableRequest) -> tuple[list[FailureModeReference], list[str]]:
+    """The people's failure-mode labels the classifier is compared with: the request's study
+    when it is a failure-mode study, else every failure-mode study of the run. Each reply's
+    label is its annotators' majority (``studies.failure_mode_labels``: top labels that tie
+    leave the reply out)."""
+    run = require_run(request)
+    wanted = Q(run=run, kind=FAILURE_MODE_STUDY)
+    if request.study is not None:
+        wanted |= Q(pk=request.study, kind=FAILURE_MODE_STUDY)
+    found = list(Study.objects.select_related("run__primary_judge").filter(wanted).order_by("pk"))
+    chosen = [s for s in found if s.pk == request.study] or [s for s in found if s.run_id == run.pk]
+    references: list[FailureModeReference] = []
+    notes: list[str] = []
+    for study in chosen:
+        cache = request.cache.setdefault(f"failure-mode-study-{study.pk}", {})
+        if "answers" not in cache:
+            cache["answers"] = studies.study_data(study)
+        labels, study_notes = studies.failure_mode_labels(
+            cache["answers"], include_excluded=request.include_excluded
+        )
+        unit_of = dict(study.items.values_list("pk", "unit_id"))
+        by_unit = {}
+        for item_id, category in zip(
+            (labels.item_id if labels.item_id is not None else []),
+            labels.category.tolist(),
+            strict=True,
+        ):
+            unit_id = unit_of.get(int(item_id))
+            if unit_id is not None:
+                by_unit[unit_id] = category
+        name = f"study {study.pk} (majority)"
+        references.append(FailureModeReference(name, by_unit))
+        notes.extend(f"{name}: {note}" for note in study_notes)
+    if not references:
+        notes.append(
+            "no failure-mode study of this run yet: create one (Failure-mode labelling) to "
+            "compare the classifier with people"
+        )
+    return references, notes
+
+
+FAILURE_MODE_CODES = {mode: code for code, mode in enumerate(FAILURE_MODES)}
 
 
 # --- Judge-human alignment --------------------------------------------------------------------

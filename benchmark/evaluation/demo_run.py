@@ -3,22 +3,29 @@ human study has something to show on a fresh machine.
 
 The recordings (``benchmark/demo_data/replies.jsonl`` and ``judgments.jsonl``) are exactly what
 the offline ``replay`` provider serves: three fictional models, vanilla and rubric-injected, at
-every trigger of the demo corpus, each reply judged by two demo judges. Loading them as rows
+every trigger of the demo corpus, each reply judged by two demo judges. ``failure_modes.jsonl``
+is the demo failure-mode classifier's label for every RECOVERY reply the primary judge failed
+(written by ``make_failure_modes.py``, a few keyword rules). Loading them as rows
 (rather than replaying them through Celery) keeps ``load_demo`` fast and needs no worker; a run
 launched over the same dialogues with the replay provider produces the same replies and verdicts.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from django.db import transaction
 from django.utils import timezone
 
 from benchmark.evaluation.evidence import grade_evidence
 from benchmark.models import (
+    ClassificationState,
     Condition,
     Dialogue,
     EvaluationRun,
     EvaluationUnit,
+    FailureModeClassification,
     JudgeDisagreement,
     Judgment,
     JudgmentState,
@@ -26,6 +33,7 @@ from benchmark.models import (
     RunSource,
     RunStatus,
     Trigger,
+    TriggerType,
     UnitState,
 )
 from benchmark.providers.replay import ReplayStore, estimate_tokens
@@ -33,6 +41,8 @@ from benchmark.providers.replay import ReplayStore, estimate_tokens
 DEMO_RUN_NAME = "Demo run (recorded replies)"
 DEMO_MODELS = ("demo-atlas-large", "demo-birch-medium", "demo-cedar-small")
 DEMO_JUDGES = ("demo-judge-primary", "demo-judge-crossfamily")  # the first is primary
+DEMO_CLASSIFIER = "demo-classifier"
+FAILURE_MODES_FILE = Path(__file__).resolve().parent.parent / "demo_data" / "failure_modes.jsonl"
 
 
 @transaction.atomic
@@ -44,7 +54,10 @@ def demo_run_load() -> EvaluationRun:
         return existing
     store = ReplayStore.from_demo_data()
     endpoints = {
-        e.name: e for e in ModelEndpoint.objects.filter(name__in=DEMO_MODELS + DEMO_JUDGES)
+        e.name: e
+        for e in ModelEndpoint.objects.filter(
+            name__in=(*DEMO_MODELS, *DEMO_JUDGES, DEMO_CLASSIFIER)
+        )
     }
     dialogues = list(Dialogue.objects.filter(is_demo=True))
     triggers = {
@@ -60,6 +73,7 @@ def demo_run_load() -> EvaluationRun:
         status=RunStatus.DONE,
         conditions=[Condition.VANILLA, Condition.RUBRIC_INJECTED],
         primary_judge=endpoints[DEMO_JUDGES[0]],
+        failure_mode_classifier=endpoints[DEMO_CLASSIFIER],
         started_at=now,
         finished_at=now,
         notes="The demo recordings (benchmark/demo_data), loaded by load_demo.",
@@ -110,4 +124,46 @@ def demo_run_load() -> EvaluationRun:
         for unit_id, by_judge in verdicts.items()
         if len(set(by_judge.values())) > 1
     )
+    FailureModeClassification.objects.bulk_create(
+        _classifications(units, classifier=endpoints[DEMO_CLASSIFIER])
+    )
     return run
+
+
+def _classifications(units: dict, *, classifier: ModelEndpoint) -> list[FailureModeClassification]:
+    """The recorded classifications as rows, their quotes graded like judge evidence. A line
+    naming a reply the run does not have, or a reply that is not RECOVERY, is an error naming
+    the line (the whole load is then rolled back)."""
+    recovery = set(
+        EvaluationUnit.objects.filter(
+            pk__in=[u.pk for u in units.values()], trigger__type=TriggerType.RECOVERY
+        ).values_list("pk", flat=True)
+    )
+    out = []
+    lines = FAILURE_MODES_FILE.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        recorded = json.loads(line)
+        key = tuple(recorded[f] for f in ("unique_id_eval", "turn", "model", "condition"))
+        unit = units.get(key)
+        if unit is None or unit.pk not in recovery:
+            raise ValueError(
+                f"{FAILURE_MODES_FILE.name} line {number}: no RECOVERY reply {key} in the demo run"
+            )
+        grade = grade_evidence(recorded["quote"], unit.reply)
+        out.append(
+            FailureModeClassification(
+                unit=unit,
+                classifier=classifier,
+                classifier_name=recorded["classifier"],
+                state=ClassificationState.DONE,
+                failure_mode=recorded["failure_mode"],
+                quote=recorded["quote"],
+                quote_status=grade.status,
+                quote_found_share=grade.found_share,
+                rationale=recorded["rationale"],
+                raw_output=line,
+            )
+        )
+    return out

@@ -29,11 +29,14 @@ from stats.tables.base import (
 TABLE_MODULES = (
     "leaderboard",
     "judge_agreement",
+    "judge_self_consistency",
     "style",
     "disclosure",
     "benchmark_correlation",
     "preference",
     "failure_modes",
+    "failure_modes_llm",
+    "failure_modes_llm_vs_human",
     "human_agreement",
     "judge_human_alignment",
 )

@@ -95,7 +95,7 @@ def test_load_demo_is_repeatable_and_creates_role_logins(db):
     out = io.StringIO()
     call_command("load_demo", stdout=out)
     assert "(0 new, 0 updated, 10 unchanged)" in out.getvalue()
-    assert ModelEndpoint.objects.filter(provider="replay").count() == 5
+    assert ModelEndpoint.objects.filter(provider="replay").count() == 6  # + the classifier
     assert _authenticate("admin", "demo-admin").is_superuser
     assert is_researcher(_authenticate("researcher", "demo-researcher"))
     for name in ("annotator1", "annotator2"):

@@ -25,10 +25,13 @@ DASHBOARD = reverse("stats:dashboard")
 RUN_SECTIONS = (
     "leaderboard",
     "judge-agreement",
+    "judge-self-consistency",
     "style-sensitivity",
     "style-sensitivity-by-phase",
     "disclosure-distance",
     "benchmark-correlation",
+    "failure-modes-llm",
+    "failure-modes-llm-vs-human",
     "judge-human-alignment",
     "raw-exports",
 )
@@ -41,11 +44,12 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     html = response.content.decode()
     for section in RUN_SECTIONS:
         assert f'id="{section}"' in html
-    assert html.count("<svg") == 5  # pass rate, weighted, phases, style and phase scatters
+    # pass rate, weighted, phases, style and phase scatters, the classifier's failure modes
+    assert html.count("<svg") == 6
     assert "Phase sensitivity: b_m against pass rate" in html
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 6
+    assert len(csv_links) == 10
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -76,8 +80,10 @@ def test_dashboard_query_count_is_fixed(
 ):
     client = client_for(researcher)
     client.get(DASHBOARD)  # warm the session and content types
-    # 2 of them: the alignment table's studies and adjudicated verdicts
-    with django_assert_max_num_queries(18):
+    # 2 of them: the alignment table's studies and adjudicated verdicts; 2 the failure-mode
+    # classifier's labels and the failure-mode studies they are compared with; 1 the judges'
+    # repeats (self-consistency)
+    with django_assert_max_num_queries(21):
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -252,7 +258,7 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    with django_assert_max_num_queries(25):  # 18 without a study
+    with django_assert_max_num_queries(28):  # 21 without a study
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

@@ -137,6 +137,7 @@ def test_registration_order_is_the_listed_modules_order():
     assert [spec.name for spec in tables.all_specs()] == [
         "leaderboard",
         "judge-agreement",
+        "judge-self-consistency",
         "style-sensitivity",
         "style-sensitivity-by-phase",
         "style-logits",
@@ -145,6 +146,8 @@ def test_registration_order_is_the_listed_modules_order():
         "preference",
         "preference-raters",
         "failure-modes",
+        "failure-modes-llm",
+        "failure-modes-llm-vs-human",
         "human-agreement",
         "judge-human-alignment",
     ]

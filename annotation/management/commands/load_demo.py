@@ -29,6 +29,7 @@ DEMO_ENDPOINTS = (
     ("demo-cedar-small", "Cedar Small (demo)"),
     ("demo-judge-primary", "Primary judge (demo)"),
     ("demo-judge-crossfamily", "Cross-family judge (demo)"),
+    ("demo-classifier", "Failure-mode classifier (demo)"),
 )
 
 
