@@ -1,9 +1,10 @@
 """The replay provider: answers from recorded replies, judgments, failure-mode labels and
 curation agents' answers, offline and free.
 
-It lets the whole pipeline (evaluation, judging, analysis) run without a key or a network — the
-demo, CI, and anyone reproducing published numbers from the released recordings. A request is
-identified by its ``ReplayKey``, never by its text, so prompt edits do not break replay.
+It lets the whole pipeline (curation, evaluation, judging, analysis) run without a key or a
+network — the demo, CI, and anyone reproducing published numbers from the released recordings.
+A request is identified by its ``ReplayKey``, never by its text, so prompt edits do not break
+replay.
 """
 
 from __future__ import annotations
