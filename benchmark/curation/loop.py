@@ -47,7 +47,13 @@ from benchmark.curation.agent_views import (
 from benchmark.curation.prompts import load_prompt
 from benchmark.curation.schema import PlannerDecision, PlannerReplyError, parse_planner_reply
 from benchmark.models import PHASE_WINDOWS, DialogueStatus, TriggerType
-from benchmark.providers.base import ChatMessage, ChatProvider, ChatRequest, ChatResult
+from benchmark.providers.base import (
+    ChatMessage,
+    ChatProvider,
+    ChatRequest,
+    ChatResult,
+    ReplayKey,
+)
 
 # The agents, which are also the names of their prompt files.
 AGENTS = ("planner", "user_agent", "assistant")
@@ -224,9 +230,19 @@ class _Curation:
 
     # Calling the agents.
 
-    def _ask(self, agent: str, messages: tuple[ChatMessage, ...]) -> str:
+    def _ask(self, agent: str, turn: int, messages: tuple[ChatMessage, ...]) -> str:
         provider, model = self.agents[agent]
-        result = provider.complete(ChatRequest(model=model, messages=messages))
+        # The key lets the replay provider answer from recordings (offline curation); every
+        # re-ask of the turn carries the same key, so a recording must pass the checks as is.
+        key = ReplayKey(
+            kind="curation",
+            unique_id_eval=self.spec.unique_id_eval,
+            turn=turn,
+            model=model,
+            condition="",
+            agent=agent,
+        )
+        result = provider.complete(ChatRequest(model=model, messages=messages, replay_key=key))
         self.usage[agent].add(result)
         return result.text
 
@@ -245,7 +261,7 @@ class _Curation:
         messages = base
         problems: list[str] = []
         for _ in range(self.max_regenerations + 1):
-            text = self._ask("planner", messages)
+            text = self._ask("planner", turn, messages)
             try:
                 decision = parse_planner_reply(text)
             except PlannerReplyError as exc:
@@ -283,7 +299,7 @@ class _Curation:
         messages = base
         problems: list[str] = []
         for _ in range(self.max_regenerations + 1):
-            text = self._ask("user_agent", messages).strip()
+            text = self._ask("user_agent", turn, messages).strip()
             problems = []
             words = len(text.split())
             if not style.min_words <= words <= style.max_words:
@@ -313,7 +329,7 @@ class _Curation:
 
     def _reply(self, turn: int, user_message: str) -> str:
         view = AssistantView(conversation=tuple(self.exchanges), user_message=user_message)
-        text = self._ask("assistant", view.messages())
+        text = self._ask("assistant", turn, view.messages())
         if not text.strip():
             raise CurationError(f"turn {turn}: the Assistant returned an empty reply", turn=turn)
         return text

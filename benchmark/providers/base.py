@@ -23,16 +23,19 @@ class ChatMessage:
 class ReplayKey:
     """Identifies a recorded reply for the ``replay`` provider. Never sent to a vendor.
 
-    ``kind`` is "reply" (a model's answer at a trigger), "judgment" (a judge's verdict on one)
-    or "failure_mode" (a classifier's label for one); ``judge`` names the judge or classifier.
+    ``kind`` is "reply" (a model's answer at a trigger), "judgment" (a judge's verdict on one),
+    "failure_mode" (a classifier's label for one) or "curation" (a curation agent's answer while
+    writing dialogue ``unique_id_eval``); ``judge`` names the judge or classifier, ``agent`` the
+    curation agent ("planner", "user_agent" or "assistant"). A curation key has no condition.
     """
 
-    kind: Literal["reply", "judgment", "failure_mode"]
+    kind: Literal["reply", "judgment", "failure_mode", "curation"]
     unique_id_eval: str
     turn: int
     model: str
     condition: str
     judge: str = ""
+    agent: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
-"""The replay provider: answers from recorded replies, judgments and failure-mode labels, offline
-and free.
+"""The replay provider: answers from recorded replies, judgments, failure-mode labels and
+curation agents' answers, offline and free.
 
-It lets the whole pipeline (evaluation, judging, analysis) run without a key or a network — the
-demo, CI, and anyone reproducing published numbers from the released recordings. A request is
-identified by its ``ReplayKey``, never by its text, so prompt edits do not break replay.
+It lets the whole pipeline (curation, evaluation, judging, analysis) run without a key or a
+network — the demo, CI, and anyone reproducing published numbers from the released recordings.
+A request is identified by its ``ReplayKey``, never by its text, so prompt edits do not break
+replay.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ ReplyKey = tuple[str, int, str, str]
 """(unique_id_eval, turn, model, condition)"""
 JudgmentKey = tuple[str, int, str, str, str]
 """(unique_id_eval, turn, model, condition, judge)"""
+CurationKey = tuple[str, str, int]
+"""(agent, unique_id_eval, turn): any model may replay a curation, so the model is no part of it."""
+CURATION_AGENTS = ("planner", "user_agent", "assistant")
 
 
 def estimate_tokens(text: str) -> int:
@@ -42,13 +46,20 @@ class ReplayStore:
     """Each value: {"verdict", "rationale", "evidence"}."""
     failure_modes: dict[JudgmentKey, dict[str, str]] = field(default_factory=dict)
     """By classifier in place of judge; each value: {"failure_mode", "quote", "rationale"}."""
+    curation: dict[CurationKey, str] = field(default_factory=dict)
+    """Each value: the agent's answer as sent (a Planner's is its JSON decision as text)."""
 
     @classmethod
     def from_jsonl(
-        cls, replies_path: Path, judgments_path: Path, failure_modes_path: Path | None = None
+        cls,
+        replies_path: Path,
+        judgments_path: Path,
+        failure_modes_path: Path | None = None,
+        curation_path: Path | None = None,
     ) -> ReplayStore:
         """Load recordings; a key recorded twice is an error (which one would replay mean?).
-        The failure-mode recordings are optional: without the file, none are served."""
+        The failure-mode and curation recordings are optional: without the file, none are
+        served."""
         replies: dict[ReplyKey, str] = {}
         for row in _rows(replies_path):
             key = _reply_key(row)
@@ -72,7 +83,18 @@ class ReplayStore:
                 failure_modes[fkey] = {
                     name: row[name] for name in ("failure_mode", "quote", "rationale")
                 }
-        return cls(replies=replies, judgments=judgments, failure_modes=failure_modes)
+        curation: dict[CurationKey, str] = {}
+        if curation_path is not None and curation_path.exists():
+            for number, row in enumerate(_rows(curation_path), start=1):
+                ckey = _curation_key(row, f"{curation_path.name} line {number}")
+                if ckey in curation:
+                    raise ValueError(
+                        f"{curation_path.name} line {number}: answer recorded twice for {ckey}"
+                    )
+                curation[ckey] = _curation_answer(row, f"{curation_path.name} line {number}")
+        return cls(
+            replies=replies, judgments=judgments, failure_modes=failure_modes, curation=curation
+        )
 
     @classmethod
     def from_demo_data(cls) -> ReplayStore:
@@ -81,7 +103,9 @@ class ReplayStore:
 
     def lookup(self, key: ReplayKey) -> str | None:
         """The recorded text for ``key``: a reply, or a judgment or failure-mode label as the JSON
-        a judge or classifier would send."""
+        a judge or classifier would send, or a curation agent's answer."""
+        if key.kind == "curation":
+            return self.curation.get((key.agent, key.unique_id_eval, key.turn))
         reply_key: ReplyKey = (key.unique_id_eval, key.turn, key.model, key.condition)
         if key.kind == "reply":
             return self.replies.get(reply_key)
@@ -96,6 +120,7 @@ def _demo_store() -> ReplayStore:
         DEMO_DATA_DIR / "replies.jsonl",
         DEMO_DATA_DIR / "judgments.jsonl",
         DEMO_DATA_DIR / "failure_modes.jsonl",
+        DEMO_DATA_DIR / "curation.jsonl",
     )
 
 
@@ -108,6 +133,26 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
 
 def _reply_key(row: dict[str, Any]) -> ReplyKey:
     return (str(row["unique_id_eval"]), int(row["turn"]), str(row["model"]), str(row["condition"]))
+
+
+def _curation_key(row: dict[str, Any], where: str) -> CurationKey:
+    agent = row.get("agent")
+    if agent not in CURATION_AGENTS:
+        raise ValueError(
+            f"{where}: agent must be one of {', '.join(CURATION_AGENTS)}, not {agent!r}"
+        )
+    return (agent, str(row["unique_id_eval"]), int(row["turn"]))
+
+
+def _curation_answer(row: dict[str, Any], where: str) -> str:
+    """The recorded answer as the agent sends it: text, or the Planner's decision object, which
+    is stored as JSON and served as the JSON text a Planner would write."""
+    answer = row.get("answer")
+    if row["agent"] == "planner" and isinstance(answer, dict):
+        return json.dumps(answer, ensure_ascii=False)
+    if not isinstance(answer, str) or not answer.strip():
+        raise ValueError(f"{where}: answer must be non-empty text (or, for the planner, an object)")
+    return answer
 
 
 class ReplayProvider:
@@ -156,6 +201,11 @@ def _prompt_tokens(messages: Iterable[ChatMessage]) -> int:
 
 
 def _describe(key: ReplayKey) -> str:
+    if key.kind == "curation":
+        return (
+            f"curation agent={key.agent} unique_id_eval={key.unique_id_eval} turn={key.turn} "
+            f"model={key.model}"
+        )
     described = (
         f"{key.kind} unique_id_eval={key.unique_id_eval} turn={key.turn} "
         f"model={key.model} condition={key.condition}"

@@ -28,7 +28,10 @@ class Command(BaseCommand):
     help = (
         "Curate new dialogues with the three-agent loop (Planner, User Agent, cold-start "
         "Assistant) and save them as drafts. A scenario key names one scenario per persona; "
-        "--count picks that many personas that have no dialogue in this style yet."
+        "--count picks that many personas that have no dialogue in this style yet. Replay "
+        "endpoints curate offline from benchmark/demo_data/curation.jsonl: after load_demo, "
+        "--scenario DEMO_TRAVEL_01 --style 1 --planner demo-atlas-large --user-agent "
+        "demo-birch-medium --assistant demo-cedar-small."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

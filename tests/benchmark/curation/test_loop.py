@@ -130,6 +130,23 @@ def test_the_planner_decides_each_turn_before_the_assistant_replies(spec):
     assert "Reply 4:" not in planner_turn_4
 
 
+def test_every_request_carries_the_replay_key_of_its_agent_dialogue_and_turn(spec):
+    agents = scripted.providers(user=_with(USER, 2, "Fine.", USER[1]))
+    run(spec, agents)
+    for agent, provider, model in (
+        ("planner", agents.planner, "planner-model"),
+        ("user_agent", agents.user_agent, "user-model"),
+        ("assistant", agents.assistant, "assistant-model"),
+    ):
+        keys = [request.replay_key for request in provider.requests]
+        assert {(k.kind, k.agent, k.unique_id_eval, k.model) for k in keys} == {
+            ("curation", agent, spec.unique_id_eval, model)
+        }
+        expected = [1, 2, 2, *range(3, 9)] if agent == "user_agent" else list(range(1, 9))
+        # A re-ask of turn 2 carries the same key as the first ask.
+        assert [k.turn for k in keys] == expected
+
+
 def test_the_dialogue_ends_at_max_turns(spec):
     last = decision("Wrap up: everything is final.", trigger="RECOVERY", refs=[0, 3])
     record = run(spec, scripted.providers(planner=[*PLANNER[:7], last]), max_turns=8)
