@@ -24,6 +24,7 @@ from tests.stats.conftest import answer_next, create_study, exclude, rater_of
 DASHBOARD = reverse("stats:dashboard")
 RUN_SECTIONS = (
     "leaderboard",
+    "injection-effect",
     "judge-agreement",
     "style-sensitivity",
     "disclosure-distance",
@@ -43,7 +44,7 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     assert html.count("<svg") == 4  # pass rate, weighted, phases, style scatter
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 6
+    assert len(csv_links) == 7
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -74,8 +75,9 @@ def test_dashboard_query_count_is_fixed(
 ):
     client = client_for(researcher)
     client.get(DASHBOARD)  # warm the session and content types
-    # 2 of them: the alignment table's studies and adjudicated verdicts
-    with django_assert_max_num_queries(18):
+    # 2 of them: the alignment table's studies and adjudicated verdicts; 3: the injection
+    # effect's other condition (its judge, units and verdicts)
+    with django_assert_max_num_queries(21):
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -250,7 +252,7 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    with django_assert_max_num_queries(25):  # 18 without a study
+    with django_assert_max_num_queries(28):  # 21 without a study
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 
