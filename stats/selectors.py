@@ -150,6 +150,7 @@ class RunReplies:
     turn: np.ndarray
     dialogue_id: np.ndarray
     style: np.ndarray
+    sample: np.ndarray  # the unit's sample index (a run may draw several replies per trigger)
     verdict: np.ndarray  # codes; -1 = no verdict from the chosen source
     display: dict[str, str]  # endpoint handle → display name
 
@@ -167,6 +168,7 @@ def _units(run: EvaluationRun, condition: str):
             "trigger__turn__index",
             "trigger__turn__dialogue_id",
             "trigger__turn__dialogue__style__index",
+            "sample_index",
         )
     )
 
@@ -205,6 +207,7 @@ def _replies_from_rows(rows: list[tuple]) -> RunReplies:
         turn=np.fromiter((r[5] for r in rows), dtype=np.int64, count=len(rows)),
         dialogue_id=np.fromiter((r[6] for r in rows), dtype=np.int64, count=len(rows)),
         style=np.fromiter((r[7] for r in rows), dtype=np.int64, count=len(rows)),
+        sample=np.fromiter((r[8] for r in rows), dtype=np.int64, count=len(rows)),
         verdict=np.full(len(rows), -1, dtype=np.int64),
         display={r[1]: r[2] for r in rows},
     )
@@ -250,6 +253,19 @@ def replies_for(request: TableRequest) -> RunReplies:
             run=require_run(request), verdicts=request.verdicts, condition=request.condition
         )
     return request.cache["replies"]
+
+
+def replies_in(request: TableRequest, condition: str) -> RunReplies:
+    """``replies_for`` in ``condition`` whatever the request's own: the request's replies when
+    it is the same condition, else read once per request."""
+    if str(condition) == str(request.condition):
+        return replies_for(request)
+    key = ("replies", str(condition))
+    if key not in request.cache:
+        request.cache[key] = run_replies(
+            run=require_run(request), verdicts=request.verdicts, condition=condition
+        )
+    return request.cache[key]
 
 
 # --- Judges, anchors and external benchmarks of a run -----------------------------------------

@@ -24,6 +24,7 @@ from tests.stats.conftest import answer_next, create_study, exclude, rater_of
 DASHBOARD = reverse("stats:dashboard")
 RUN_SECTIONS = (
     "leaderboard",
+    "injection-effect",
     "judge-agreement",
     "judge-self-consistency",
     "style-sensitivity",
@@ -49,7 +50,7 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     assert "Phase sensitivity: b_m against pass rate" in html
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 10
+    assert len(csv_links) == 11
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -82,8 +83,9 @@ def test_dashboard_query_count_is_fixed(
     client.get(DASHBOARD)  # warm the session and content types
     # 2 of them: the alignment table's studies and adjudicated verdicts; 2 the failure-mode
     # classifier's labels and the failure-mode studies they are compared with; 1 the judges'
-    # repeats (self-consistency)
-    with django_assert_max_num_queries(21):
+    # repeats (self-consistency); 3 the injection effect's other condition (its judge, units
+    # and verdicts)
+    with django_assert_max_num_queries(24):
         assert client.get(DASHBOARD).status_code == 200
 
 
