@@ -8,6 +8,11 @@ workers' peak memory.
 
     python bench/pipeline.py                       # full scale
     python bench/pipeline.py --models 2 --latency-ms 50   # a quick look
+    python bench/pipeline.py --rejudge 2           # then 2 new judges on every reply, measured
+
+With ``--rejudge N`` the run is made first as above (not measured), then re-judged by N new
+judges (``runs.run_rejudge``: 624 × 16 × N judge calls, no reply); the figures are the
+re-judge's.
 
 It uses a scratch PostgreSQL database (created if missing; its benchmark tables are emptied)
 and a Redis database of its own: --database-url / --redis-url. Ends with a RESULT line.
@@ -122,6 +127,13 @@ def main() -> None:
         "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_bench"
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument(
+        "--rejudge",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure a re-judge of the finished run by N new judges instead of the run",
+    )
     args = parser.parse_args()
     concurrency = args.workers * args.in_flight
     queue = "bench-pipeline"
@@ -150,6 +162,7 @@ def main() -> None:
     from benchmark.corpus.importer import corpus_import
     from benchmark.evaluation import runs
     from benchmark.models import (
+        AuditVia,
         Blueprint,
         CallInFlight,
         Dialogue,
@@ -218,6 +231,31 @@ def main() -> None:
             if run.status in ("done", "failed", "cancelled"):
                 break
             time.sleep(0.25)
+        calls_before = 0
+        if args.rejudge:
+            new_judges = [
+                ModelEndpoint.objects.create(
+                    name=f"bench-judge-new-{i}",
+                    display_name=f"Bench new judge {i}",
+                    provider="openai-compatible",
+                    model_name=f"bench-judge-new-{i}",
+                    base_url=f"{base_url}/v1",
+                )
+                for i in range(args.rejudge)
+            ]
+            calls_before = ProviderCall.objects.filter(run=run, ok=True).count()
+            cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
+            server_cpu_before = _cpu_seconds(server.pid)
+            started = time.perf_counter()
+            runs.run_rejudge(
+                run_id=run.pk, judges=new_judges, via=AuditVia.COMMAND, actor_name="bench"
+            )
+            enqueued_s = time.perf_counter() - started
+            while True:
+                run.refresh_from_db()
+                if run.status in ("done", "failed", "cancelled"):
+                    break
+                time.sleep(0.25)
         wall = time.perf_counter() - started
         cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
         server_cpu = _cpu_seconds(server.pid) - server_cpu_before
@@ -225,7 +263,8 @@ def main() -> None:
             mean=Avg("latency_s"), worst=Max("latency_s")
         )
         peak = max(_peak_rss_mb(w.pid) for w in workers)
-        calls = ProviderCall.objects.filter(run=run, ok=True).count()
+        calls = ProviderCall.objects.filter(run=run, ok=True).count() - calls_before
+        reply_calls = ProviderCall.objects.filter(run=run, ok=True, purpose="reply").count()
         failed_calls = ProviderCall.objects.filter(run=run, ok=False).count()
         progress = runs.run_progress(run=run)
         with urllib.request.urlopen(f"{base_url}/_fake/stats", timeout=10) as response:
@@ -246,7 +285,9 @@ def main() -> None:
         ("models", args.models),
         ("units", progress.total),
         ("units by state", dict(progress.by_state)),
+        ("measured", f"re-judge by {args.rejudge} new judges" if args.rejudge else "the run"),
         ("calls (paid)", calls),
+        ("reply calls (run)", reply_calls),
         ("failed calls", failed_calls),
         ("server requests", served),
         (
@@ -273,7 +314,7 @@ def main() -> None:
     print(
         f"RESULT calls={calls} wall_s={wall:.1f} ideal_s={ideal:.1f} efficiency={efficiency:.3f} "
         f"cpu_ms_per_call={cpu_ms:.2f} peak_rss_mb={peak:.0f} units={progress.total} "
-        f"concurrency={concurrency} latency_ms={args.latency_ms:.0f}"
+        f"concurrency={concurrency} latency_ms={args.latency_ms:.0f} rejudge={args.rejudge}"
     )
 
 

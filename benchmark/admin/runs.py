@@ -101,7 +101,7 @@ class RejudgeForm(forms.Form):
     )
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         if not (data.get("judges") or data.get("epochs") or data.get("classifier")):
             raise forms.ValidationError("Choose a judge, a number of epochs or a classifier.")
         return data

@@ -146,7 +146,7 @@ def classify_request(
     trigger = unit.trigger
     prompt = load_prompt("failure_mode").render(
         definitions="\n".join(
-            f"- {mode}: {FAILURE_MODE_DEFINITIONS[mode]}" for mode in FAILURE_MODES
+            f"- {mode.value}: {definition}" for mode, definition in FAILURE_MODE_DEFINITIONS.items()
         ),
         mode_values=" | ".join(f'"{mode}"' for mode in FAILURE_MODES),
         conversation=_transcript(conversation_until(trigger, turns)),

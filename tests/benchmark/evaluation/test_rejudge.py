@@ -8,6 +8,7 @@ import json
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError, OutputWrapper
+from django.utils import timezone
 
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation import runs
@@ -236,7 +237,7 @@ def test_rejudge_of_a_cancelled_run_never_replies_to_its_unreplied_units(server)
     celery_app.conf.task_always_eager = False  # launch without running anything yet
     try:
         runs.run_units_create(run=run)
-        run.status = RunStatus.RUNNING
+        run.status, run.started_at = RunStatus.RUNNING, timezone.now()  # as run_launch does
         run.save()
     finally:
         celery_app.conf.task_always_eager = True
