@@ -136,6 +136,18 @@ class Cell:
         return [c for c in shown if c] + (self.aside.columns() if self.aside else [])
 
 
+def ci_cell(header: str, prefix: str, format: str = "num") -> Cell:
+    """The cell of ``prefix`` with its 95% CI (``ci_columns(prefix, …)``) after it: two
+    decimals for a number."""
+    return Cell(
+        header,
+        prefix,
+        format,
+        digits=2 if format == "num" else None,
+        ci=(f"{prefix}_ci_low", f"{prefix}_ci_high"),
+    )
+
+
 @dataclass(frozen=True)
 class Display:
     """How the dashboard shows a table: the cells of its table, and what surrounds it."""

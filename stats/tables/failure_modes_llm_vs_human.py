@@ -22,6 +22,7 @@ from stats.tables.base import (
     Column,
     Display,
     TableSpec,
+    ci_cell,
     ci_columns,
     register,
 )
@@ -114,16 +115,6 @@ def build(request: selectors.TableRequest) -> Built:
     return rows, notes
 
 
-def _with_ci(header: str, prefix: str, format: str = "num") -> Cell:
-    return Cell(
-        header,
-        prefix,
-        format,
-        digits=2 if format == "num" else None,
-        ci=(f"{prefix}_ci_low", f"{prefix}_ci_high"),
-    )
-
-
 FAILURE_MODES_LLM_VS_HUMAN_TABLE = register(
     TableSpec(
         name=NAME,
@@ -142,8 +133,8 @@ FAILURE_MODES_LLM_VS_HUMAN_TABLE = register(
                 Cell("Reference", "reference"),
                 Cell("People's label", "category_label"),
                 Cell("Replies", "n"),
-                _with_ci("Accuracy % [CI]", "accuracy", "pct"),
-                _with_ci("κ [CI]", "kappa"),
+                ci_cell("Accuracy % [CI]", "accuracy", "pct"),
+                ci_cell("κ [CI]", "kappa"),
                 *(Cell(f"→ {LABELS[m]}", f"classifier_{m}") for m in FAILURE_MODES),
             ),
         ),

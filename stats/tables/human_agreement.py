@@ -19,6 +19,7 @@ from stats.tables.base import (
     Column,
     Display,
     TableSpec,
+    ci_cell,
     ci_columns,
     register,
 )
@@ -111,10 +112,6 @@ def build(request: selectors.TableRequest) -> Built:
     ]
 
 
-def _with_ci(header: str, prefix: str) -> Cell:
-    return Cell(header, prefix, "num", digits=2, ci=(f"{prefix}_ci_low", f"{prefix}_ci_high"))
-
-
 HUMAN_AGREEMENT = register(
     TableSpec(
         name=NAME,
@@ -130,9 +127,9 @@ HUMAN_AGREEMENT = register(
                 Cell("Group", "group", "title"),
                 Cell("Items", "n_items"),
                 Cell("Ratings (raters)", "n_ratings", also="n_raters"),
-                _with_ci("α ordinal [CI]", "alpha_ordinal"),
-                _with_ci("α nominal [CI]", "alpha_nominal"),
-                _with_ci("Fleiss κ [CI]", "fleiss_kappa"),
+                ci_cell("α ordinal [CI]", "alpha_ordinal"),
+                ci_cell("α nominal [CI]", "alpha_nominal"),
+                ci_cell("Fleiss κ [CI]", "fleiss_kappa"),
                 Cell(
                     "Gold accuracy % (n)",
                     "gold_accuracy",

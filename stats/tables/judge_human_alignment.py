@@ -21,6 +21,7 @@ from stats.tables.base import (
     Column,
     Display,
     TableSpec,
+    ci_cell,
     ci_columns,
     register,
 )
@@ -117,16 +118,6 @@ def _confusion(row: dict[str, Any]) -> str:
     return ", ".join(cells) or "none"
 
 
-def _with_ci(header: str, prefix: str, format: str = "num") -> Cell:
-    return Cell(
-        header,
-        prefix,
-        format,
-        digits=2 if format == "num" else None,
-        ci=(f"{prefix}_ci_low", f"{prefix}_ci_high"),
-    )
-
-
 JUDGE_HUMAN_ALIGNMENT = register(
     TableSpec(
         name=NAME,
@@ -146,8 +137,8 @@ JUDGE_HUMAN_ALIGNMENT = register(
                 Cell("Group", "group", "title"),
                 Cell("Judge", "judge"),
                 Cell("Items", "n"),
-                _with_ci("Accuracy % [CI]", "accuracy", "pct"),
-                _with_ci("κ [CI]", "kappa"),
+                ci_cell("Accuracy % [CI]", "accuracy", "pct"),
+                ci_cell("κ [CI]", "kappa"),
                 Cell("Disagreements (people → judge)", "disagreements"),
             ),
         ),

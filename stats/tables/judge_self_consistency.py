@@ -21,6 +21,7 @@ from stats.tables.base import (
     Column,
     Display,
     TableSpec,
+    ci_cell,
     ci_columns,
     register,
 )
@@ -88,16 +89,6 @@ def build(request: selectors.TableRequest) -> Built:
     return rows, ["judge_error epochs count as missing verdicts"]
 
 
-def _with_ci(header: str, prefix: str, format: str = "num") -> Cell:
-    return Cell(
-        header,
-        prefix,
-        format,
-        digits=2 if format == "num" else None,
-        ci=(f"{prefix}_ci_low", f"{prefix}_ci_high"),
-    )
-
-
 JUDGE_SELF_CONSISTENCY = register(
     TableSpec(
         name=NAME,
@@ -115,9 +106,9 @@ JUDGE_SELF_CONSISTENCY = register(
                 Cell("Judge", "judge"),
                 Cell("Triggers", "trigger_type", "title"),
                 Cell("Replies (most epochs)", "n_units", also="n_epochs"),
-                _with_ci("All agree % [CI]", "all_agree", "pct"),
-                _with_ci("α ordinal [CI]", "alpha_ordinal"),
-                _with_ci("Flip rate % [CI]", "flip_rate", "pct"),
+                ci_cell("All agree % [CI]", "all_agree", "pct"),
+                ci_cell("α ordinal [CI]", "alpha_ordinal"),
+                ci_cell("Flip rate % [CI]", "flip_rate", "pct"),
             ),
         ),
         bootstrap=BOOTSTRAP,

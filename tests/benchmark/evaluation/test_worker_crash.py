@@ -19,9 +19,12 @@ from django.db import connection
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation import runs
 from benchmark.models import (
+    AuditVia,
     Dialogue,
     EvaluationRun,
     EvaluationUnit,
+    FailureModeClassification,
+    JudgeDisagreement,
     Judgment,
     ModelEndpoint,
     ProviderCall,
@@ -164,3 +167,86 @@ def test_killed_worker_then_resume_gives_one_result_per_unit_and_no_repeated_cal
         )
         if entry.outcome == "completed":
             completed_at[entry.request_hash] = entry.seq
+
+
+def _rejudge_reply(body):
+    """The run's own judge fails every reply; the added one passes them all."""
+    if body["model"] == "crash-judge":
+        return (
+            '{"verdict": "FAIL", "rationale": "Generic.", '
+            '"evidence": "Pack the projector stand last"}'
+        )
+    if body["model"] == "crash-judge-2":
+        return _reply({"model": "crash-judge"})
+    if body["model"] == "crash-classifier":
+        return (
+            '{"failure_mode": "ungrounded_suggestion", "rationale": "Not from the talk.", '
+            '"quote": "Pack the projector stand last"}'
+        )
+    return _reply(body)
+
+
+def test_rejudge_on_a_real_worker_killed_mid_way_then_resumed_asks_each_answer_once(
+    queue, settings
+):
+    settings.EVAL_BATCH_SIZE = BATCH
+    corpus_import(stream=stream(jsonl_bytes(records_for(4))))
+    with FakeVendorServer(reply=_rejudge_reply, latency_s=0.05) as server:
+        model, judge, judge_2, classifier = (
+            ModelEndpoint.objects.create(
+                name=name,
+                display_name=name,
+                provider="openai-compatible",
+                model_name=name,
+                base_url=server.openai_base_url,
+            )
+            for name in ("crash-model", "crash-judge", "crash-judge-2", "crash-classifier")
+        )
+        run = runs.run_create(
+            name="rejudge", endpoints=[model], judges=[judge], dialogues=Dialogue.objects.all()
+        )
+        EvaluationRun.objects.filter(pk=run.pk).update(lease_seconds=1)
+        total = 4 * 3
+        run_row = EvaluationRun.objects.filter(pk=run.pk)
+        workers = [_start_worker(queue)]
+        try:
+            runs.run_launch(run_id=run.pk)
+            _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the run to finish")
+            replies_paid = ProviderCall.objects.filter(run=run, purpose="reply").count()
+            runs.run_rejudge(
+                run_id=run.pk, judges=[judge_2], classifier=classifier, via=AuditVia.COMMAND
+            )
+            new = Judgment.objects.filter(unit__run=run, judge_name="crash-judge-2")
+            _wait(lambda: new.count() >= 3, 60, "some new verdicts")
+            server.close_gate()
+            server.wait_for(lambda log: sum(r.outcome == "pending" for r in log) >= 1, timeout_s=30)
+            workers[0].send_signal(signal.SIGKILL)  # mid-call
+            workers[0].wait(timeout=10)
+            server.open_gate()
+            time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
+            workers.append(_start_worker(queue))
+            runs.run_resume(run_id=run.pk)
+            _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the re-judge to finish")
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGTERM)
+                    try:
+                        worker.wait(timeout=20)
+                    except subprocess.TimeoutExpired:
+                        worker.kill()
+
+    assert ProviderCall.objects.filter(run=run, purpose="reply").count() == replies_paid == total
+    assert new.count() == total and set(new.values_list("verdict", flat=True)) == {"PASS"}
+    assert Judgment.objects.filter(unit__run=run).count() == 2 * total
+    # The primary judge (crash-judge) failed every reply: the 4 RECOVERY ones are labelled.
+    labels = FailureModeClassification.objects.filter(unit__run=run)
+    assert labels.count() == 4
+    assert set(labels.values_list("unit__trigger__type", "failure_mode", "quote_status")) == {
+        ("RECOVERY", "ungrounded_suggestion", "exact")
+    }
+    assert JudgeDisagreement.objects.filter(unit__run=run).count() == total
+    paid = Counter(
+        ProviderCall.objects.filter(run=run, ok=True).values_list("cache_key", flat=True)
+    )
+    assert max(paid.values()) == 1  # nothing paid for twice
