@@ -113,6 +113,7 @@ EXPECTED: dict[str, dict[str, int]] = {
     "admin:auth_user_password_change": ADMIN,
     "admin:benchmark_dialogue_import": ADMIN,
     "admin:benchmark_evaluationrun_progress": ADMIN,
+    "admin:benchmark_evaluationrun_rejudge": ADMIN,
     "admin:benchmark_evaluationrun_action": row(LOGIN, LOGIN, LOGIN, 302),  # GET: back to the run
     # Rows nobody may add, change or delete by hand (records of what happened).
     r"admin:benchmark_(evaluationunit|judgment|providercall|responsecacheentry)_add": (
@@ -268,6 +269,7 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
             Dialogue.objects.first().pk,
         ],
         "admin:benchmark_evaluationrun_progress": [run.pk],
+        "admin:benchmark_evaluationrun_rejudge": [run.pk],
         "admin:benchmark_evaluationrun_action": [run.pk, "resume"],
         "stats_api:raw-export": ["judgments", "csv"],
         "stats_api:table": ["leaderboard"],
