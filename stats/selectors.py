@@ -184,7 +184,9 @@ def _verdicts_into(unit_ids: np.ndarray, pairs, out: np.ndarray) -> None:
     out[position] = codes
 
 
-def _judge_name(run: EvaluationRun, source: VerdictSource) -> str:
+def judge_name_for(run: EvaluationRun, source: VerdictSource) -> str:
+    """The judge whose verdicts ``source`` reads on ``run``: the named judge, checked against
+    the run's judges, or the run's primary judge. Raises StatsInputError naming the choices."""
     if source.kind == "judge":
         names = run_judge_names(run)
         if source.judge not in names:
@@ -216,7 +218,7 @@ def _replies_from_rows(rows: list[tuple]) -> RunReplies:
 def run_replies(*, run: EvaluationRun, verdicts: VerdictSource, condition: str) -> RunReplies:
     """Every reply of ``run`` in ``condition`` with its verdict from ``verdicts``: 3 queries (4
     for adjudicated)."""
-    judge = _judge_name(run, verdicts)
+    judge = judge_name_for(run, verdicts)
     replies = _replies_from_rows(_units(run, condition))
     _verdicts_into(
         replies.unit_id,

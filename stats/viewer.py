@@ -94,7 +94,7 @@ class TriggerFilterForm(forms.Form):
 
 def _verdict_q(run: EvaluationRun, source: selectors.VerdictSource, verdict: str) -> Q:
     """Units whose verdict from ``source`` is ``verdict``."""
-    judge = selectors._judge_name(run, source)
+    judge = selectors.judge_name_for(run, source)
     by_judge = Q(
         id__in=Judgment.objects.filter(
             unit__run=run, judge_name=judge, state=JudgmentState.DONE, verdict=verdict
