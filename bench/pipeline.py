@@ -21,11 +21,13 @@ and a Redis database of its own: --database-url / --redis-url. Ends with a RESUL
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,6 +109,63 @@ def _start_workers(n: int, threads: int, queue: str, env: dict) -> list[subproce
     ]
 
 
+def _start_profilers(directory: str | None, workers: list[subprocess.Popen]) -> list:
+    if not directory:
+        return []
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("py-spy")),
+                "record",
+                "--pid",
+                str(worker.pid),
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--nonblocking",
+                "--output",
+                str(Path(directory) / f"worker-{i}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i, worker in enumerate(workers)
+    ]
+
+
+def _stop_profilers(profilers: list[subprocess.Popen]) -> None:
+    for profiler in profilers:
+        profiler.send_signal(signal.SIGINT)
+    for profiler in profilers:
+        profiler.wait(timeout=120)
+
+
+def _print_profile(directory: Path, top: int = 25) -> None:
+    """Self and inclusive samples per function over every worker's threads. py-spy leaves out
+    idle threads by default, so the samples are where the CPU went."""
+    own: Counter = Counter()
+    inclusive: Counter = Counter()
+    total = 0
+    for path in sorted(directory.glob("worker-*.txt")):
+        for line in path.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not stack:
+                continue
+            n = int(count)
+            frames = stack.split(";")
+            total += n
+            own[frames[-1]] += n
+            for frame in set(frames):
+                inclusive[frame] += n
+    print(f"profile: {total} samples in {directory}")
+    for title, counter in (("self", own), ("inclusive", inclusive)):
+        print(f"top {top} by {title} samples")
+        for frame, n in counter.most_common(top):
+            print(f"  {100 * n / total:5.1f} %  {frame[:150]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=int, default=16)
@@ -133,6 +192,12 @@ def main() -> None:
         default=0,
         metavar="N",
         help="measure a re-judge of the finished run by N new judges instead of the run",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="sample the workers with py-spy (pip install py-spy) during the measured part and "
+        "write DIR/worker-N.txt (collapsed stacks) and print the top functions",
     )
     args = parser.parse_args()
     concurrency = args.workers * args.in_flight
@@ -223,6 +288,7 @@ def main() -> None:
                 sys.exit("workers did not start")
         cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
         server_cpu_before = _cpu_seconds(server.pid)
+        profilers = [] if args.rejudge else _start_profilers(args.profile, workers)
         started = time.perf_counter()
         runs.run_launch(run_id=run.pk)
         enqueued_s = time.perf_counter() - started
@@ -246,6 +312,7 @@ def main() -> None:
             calls_before = ProviderCall.objects.filter(run=run, ok=True).count()
             cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
             server_cpu_before = _cpu_seconds(server.pid)
+            profilers = _start_profilers(args.profile, workers)
             started = time.perf_counter()
             runs.run_rejudge(
                 run_id=run.pk, judges=new_judges, via=AuditVia.COMMAND, actor_name="bench"
@@ -257,6 +324,7 @@ def main() -> None:
                     break
                 time.sleep(0.25)
         wall = time.perf_counter() - started
+        _stop_profilers(profilers)
         cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
         server_cpu = _cpu_seconds(server.pid) - server_cpu_before
         latency = ProviderCall.objects.filter(run=run, ok=True).aggregate(
@@ -277,6 +345,8 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=30)
 
+    if args.profile:
+        _print_profile(Path(args.profile))
     ideal = calls * args.latency_ms / 1000 / concurrency
     efficiency = ideal / wall if wall else 0.0
     cpu_ms = 1000 * cpu / calls if calls else 0.0
