@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from benchmark.corpus.styles import TRAITS, suffix_fits_style
+from benchmark.corpus.styles import TRAITS, suffix_fits_style, word_count
 from benchmark.models import PHASE_WINDOWS, CommunicationStyle
 
 
@@ -35,6 +35,8 @@ FINDING_CODES: dict[str, str] = {
     "turn_count_mismatch": "num_turns_completed differs from the number of turn records.",
     "style_code_mismatch": "The blueprint suffix names a trait the style index does not have "
     "(docs/styles.md: how the release spells its labels).",
+    "user_turn_length_outside_style": "A user message with fewer or more words than its "
+    "style's bounds (expressive styles 40–100, the others 5–25).",
 }
 
 
@@ -44,6 +46,8 @@ class StyleTraits:
     code: str
     traits: frozenset[str]
     """Keys of the traits present (``benchmark.corpus.styles.TRAITS``)."""
+    min_words: int
+    max_words: int
 
     @classmethod
     def by_index(cls, styles: Iterable[CommunicationStyle]) -> dict[int, StyleTraits]:
@@ -52,6 +56,8 @@ class StyleTraits:
                 style.index,
                 style.code,
                 frozenset(key for key, field, _ in TRAITS if getattr(style, field)),
+                style.min_words,
+                style.max_words,
             )
             for style in styles
         }
@@ -74,9 +80,11 @@ def protocol_findings(
     turn_count: int,
     blueprint_id: str,
     style: StyleTraits | None,
+    user_messages: dict[int, str] | None = None,
 ) -> list[Finding]:
     """All findings for one dialogue. ``anchor_turns`` maps anchor key → disclosing turn, or is
-    None when the dialogue's anchors are not known (then the anchor rules are not checked)."""
+    None when the dialogue's anchors are not known (then the anchor rules are not checked).
+    ``user_messages`` maps turn → user message, checked against the style's word bounds."""
     found: list[Finding] = []
 
     for trig in triggers:
@@ -172,4 +180,19 @@ def protocol_findings(
                 f"({style.code}) does not have",
             )
         )
+
+    if style is not None:
+        for turn, text in sorted((user_messages or {}).items()):
+            words = word_count(text)
+            if not style.min_words <= words <= style.max_words:
+                found.append(
+                    Finding(
+                        "user_turn_length_outside_style",
+                        turn,
+                        f"$.turn_records[{turn - 1}].user_message",
+                        f"turn {turn}: the user message has {words} "
+                        f"word{'' if words == 1 else 's'}; style {style.index} ({style.code}) "
+                        f"allows {style.min_words}–{style.max_words}",
+                    )
+                )
     return found

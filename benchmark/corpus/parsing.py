@@ -288,6 +288,7 @@ def parse_dialogue(
         turn_count=len(rec.turn_records),
         blueprint_id=rec.blueprint_id,
         style=styles.get(rec.style_combination_index),
+        user_messages={t.turn: t.user_message for t in rec.turn_records},
     )
     return (
         ParsedDialogue(line, raw, rec, anchor_turns, anchor_texts, trigger_anchor_keys, findings),

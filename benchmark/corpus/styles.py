@@ -127,6 +127,13 @@ def coherent_styles() -> tuple[StyleSpec, ...]:
     return tuple(specs)
 
 
+def word_count(text: str) -> int:
+    """Words in a user message, as the style's word bounds count them: whitespace-separated
+    tokens. The curation loop's check and the import's ``user_turn_length_outside_style``
+    finding both use this, so a curated turn that passed is never flagged on import."""
+    return len(text.split())
+
+
 def suffix_fits_style(suffix: str, high: Iterable[str]) -> bool:
     """Whether a blueprint label is a spelling of (some of) these traits: each named trait the
     style has, in the release's order, in one of its spellings; ``NONE`` names none. A label

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
+from benchmark.corpus.styles import word_count
 from benchmark.curation.agent_views import (
     AssistantView,
     Disclosure,
@@ -301,7 +302,7 @@ class _Curation:
         for _ in range(self.max_regenerations + 1):
             text = self._ask("user_agent", turn, messages).strip()
             problems = []
-            words = len(text.split())
+            words = word_count(text)
             if not style.min_words <= words <= style.max_words:
                 problems.append(
                     f"the message has {words} word{'' if words == 1 else 's'}; it must have "

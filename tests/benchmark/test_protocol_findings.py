@@ -1,4 +1,7 @@
+import io
+
 import pytest
+from django.core.management import call_command
 
 from benchmark.corpus.importer import CorpusImportError, corpus_import
 from benchmark.models import Dialogue
@@ -129,3 +132,55 @@ def test_strict_turns_findings_into_errors_and_writes_nothing():
         "CRITICAL trigger at turn 3, outside its window 4–7"
     ]
     assert Dialogue.objects.count() == 0
+
+
+def _with_user_message(words: int, *, turn: int = 3, style: int = 4) -> dict:
+    record = dialogue_record(style=style)
+    record["turn_records"][turn - 1]["user_message"] = " ".join(["word"] * words)
+    return record
+
+
+@pytest.mark.parametrize(("words", "flagged"), [(4, True), (5, False), (25, False), (26, True)])
+def test_user_message_length_against_a_terse_styles_bounds(words, flagged):
+    # Style 4 (Q) is terse: 5–25 words per user message, both bounds inside.
+    findings = _findings(_with_user_message(words))
+    assert bool(findings) == flagged
+    if flagged:
+        assert findings == [
+            {
+                "code": "user_turn_length_outside_style",
+                "turn": 3,
+                "path": "$.turn_records[2].user_message",
+                "message": f"turn 3: the user message has {words} words; style 4 (Q) allows 5–25",
+            }
+        ]
+
+
+def test_an_expressive_style_has_its_own_bounds():
+    # Style 21 (the release's "EVA") is expressive, so chatty: 40–100 words; 30 would do for a
+    # terse style, not for it.
+    uid = "BP_TEST_01_EVA__style21__" + "0" * 32
+    record = dialogue_record(uid, style=21, blueprint_id="BP_TEST_01_EVA")
+    for turn_record in record["turn_records"]:
+        turn_record["user_message"] = " ".join(["word"] * 60)
+    record["turn_records"][0]["user_message"] = " ".join(["word"] * 30)
+    assert [(f["code"], f["turn"]) for f in _findings(record)] == [
+        ("user_turn_length_outside_style", 1)
+    ]
+
+
+def test_a_length_finding_is_reported_by_a_dry_run_and_fails_a_strict_import(tmp_path):
+    record = _with_user_message(40)
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(jsonl_bytes([record]))
+    out = io.StringIO()
+    call_command("import_corpus", str(path), "--dry-run", stdout=out)
+    assert "user_turn_length_outside_style" in out.getvalue()
+    assert not Dialogue.objects.exists()
+    with pytest.raises(CorpusImportError) as caught:
+        corpus_import(stream=stream(jsonl_bytes([record])), strict=True)
+    assert [str(e) for e in caught.value.errors] == [
+        "line 1, $.turn_records[2].user_message: user_turn_length_outside_style: "
+        "turn 3: the user message has 40 words; style 4 (Q) allows 5–25"
+    ]
+    assert not Dialogue.objects.exists()
