@@ -28,8 +28,11 @@ from benchmark.models import (
 )
 
 SEED = 20261129
-LABELS_FILE = Path(__file__).resolve().parent.parent / "benchmark" / "demo_data" / (
-    "failure_mode_labels.jsonl"
+LABELS_FILE = (
+    Path(__file__).resolve().parent.parent
+    / "benchmark"
+    / "demo_data"
+    / ("failure_mode_labels.jsonl")
 )
 LABELLED_STUDY = "Demo (closed): failure modes labelled by two demo raters"
 
