@@ -1,10 +1,21 @@
 """Demo studies, one of each kind, for the demo annotators (``load_demo`` calls this): what
-``make run`` shows annotator1 and annotator2 on their work page."""
+``make run`` shows annotator1 and annotator2 on their work page. Beside them, one closed,
+already answered failure-mode study (``demo_labelled_study_load``): two demo raters' recorded
+labels (``benchmark/demo_data/failure_mode_labels.jsonl``), so the classifier-vs-people table
+has data from the start without taking the annotators' own failure-mode study."""
 
 from __future__ import annotations
 
+import json
+import secrets
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
 from annotation.kinds import adjudication, dialogue_audit, direct_rating, failure_mode, pairwise
-from annotation.models import Study
+from annotation.models import Rater, Study, StudyStatus
+from annotation.services.assignments import answer_submit, assignment_next
 from annotation.services.studies import StudySpec, study_create
 from benchmark.models import (
     Condition,
@@ -17,6 +28,13 @@ from benchmark.models import (
 )
 
 SEED = 20261129
+LABELS_FILE = (
+    Path(__file__).resolve().parent.parent
+    / "benchmark"
+    / "demo_data"
+    / ("failure_mode_labels.jsonl")
+)
+LABELLED_STUDY = "Demo (closed): failure modes labelled by two demo raters"
 
 
 def _agreed_unit_key(run: EvaluationRun) -> tuple[str, str] | None:
@@ -122,3 +140,86 @@ def demo_studies_load(*, run: EvaluationRun, annotators, adjudicators, created_b
         study_create(spec=spec, created_by=created_by)
         created.append(spec.name)
     return created
+
+
+def _labels_by_key(path: Path = LABELS_FILE) -> dict[str, dict[str, tuple[str, str]]]:
+    """Item key (``unit_key``'s format) → rater → (label, note), from the recorded labels."""
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        r = json.loads(line)
+        key = f"{r['unique_id_eval']}#t{r['turn']}#{r['model']}#{r['condition']}"
+        if r["rater"] in out.setdefault(key, {}):
+            raise ValueError(f"{path.name} line {number}: {r['rater']} labels {key} twice")
+        out[key][r["rater"]] = (r["failure_mode"], r["note"])
+    return out
+
+
+@transaction.atomic
+def demo_labelled_study_load(*, run: EvaluationRun, created_by=None) -> str | None:
+    """The closed demo failure-mode study, answered from ``LABELS_FILE`` through the real answer
+    path (Next, the kind's answer form, ``answer_submit``), then closed; returns its name when
+    created, None when it already exists (by name: a second ``load_demo`` writes nothing).
+
+    Its raters are demo accounts no one can sign in as (no usable password, inactive), so
+    they never appear on a work page or in the annotator pickers; annotator1 and annotator2 are
+    no raters of it and keep the open demo study to do. Every item of the selection must have
+    every rater's label and every label must name an item: a recording that drifted from the
+    demo run fails here rather than loading a partial study."""
+    if Study.objects.filter(name=LABELLED_STUDY).exists():
+        return None
+    labels = _labels_by_key()
+    names = sorted({rater for by_rater in labels.values() for rater in by_rater})
+    users = []
+    for username in names:
+        user, created = get_user_model().objects.get_or_create(
+            username=username, defaults={"is_active": False}
+        )
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        users.append(user)
+    study = study_create(
+        spec=StudySpec(
+            kind=failure_mode.KIND.key,
+            name=LABELLED_STUDY,
+            instructions=(
+                "Recorded demo labels (written for this project, not collected from people): "
+                "the failure mode of each failed RECOVERY reply, by two demo raters."
+            ),
+            overlap=len(users),
+            annotators=users,
+            run=run,
+            condition=Condition.VANILLA,
+            seed=SEED,
+        ),
+        created_by=created_by,
+    )
+    keys = set(study.items.values_list("key", flat=True))
+    if keys != set(labels):
+        raise ValueError(
+            f"{LABELS_FILE.name} does not match the demo run's failed RECOVERY replies: "
+            f"{len(set(labels) - keys)} labelled but not selected, "
+            f"{len(keys - set(labels))} selected but not labelled"
+        )
+    form_class = failure_mode.KIND.answer_form
+    for user in users:
+        rater = Rater.objects.select_related("study").get(study=study, user=user)
+        for position in range(len(keys)):
+            assignment = assignment_next(rater=rater)
+            label, note = labels[assignment.item.key][user.username]
+            key = secrets.token_hex(8)
+            data = {"idempotency_key": key, "label": label, "note": note}
+            form = form_class(data, study=study, assignment=assignment)
+            if not form.is_valid():
+                raise ValueError(f"{LABELS_FILE.name}: {assignment.item.key}: {form.errors}")
+            answer_submit(
+                rater=rater,
+                item_token=assignment.item.token,
+                answer=form.to_input(),
+                idempotency_key=key,
+                elapsed_ms=(20 + (7 * position) % 40) * 1000,  # a plausible, varied time per item
+            )
+        assert assignment_next(rater=rater) is None  # every item answered
+    study.status = StudyStatus.CLOSED
+    study.save(update_fields=["status"])
+    return study.name

@@ -169,7 +169,7 @@ def test_demo_recordings_cover_every_failed_recovery_reply_with_verbatim_quotes(
 def _answer_demo_failure_mode_study(demo_run, users, label) -> int:
     from annotation.models import Study
 
-    study = Study.objects.get(run=demo_run, kind="failure_mode")
+    study = Study.objects.get(run=demo_run, kind="failure_mode", status="open")
     for user in users:
         rater = rater_of(study, user)
         for _ in range(study.items.count()):
@@ -199,27 +199,28 @@ def demo_with_people(db):
         return "premature_closure" if mode == "generic_closing" else mode
 
     users = get_user_model().objects.filter(username__in=["annotator1", "annotator2"])
-    _answer_demo_failure_mode_study(run, users, label)
-    return run, by_unit
+    open_study = _answer_demo_failure_mode_study(run, users, label)
+    return run, by_unit, open_study
 
 
 def test_both_tables_have_data_on_the_demo(demo_with_people):
-    run, by_unit = demo_with_people
+    run, by_unit, open_study = demo_with_people
     llm = tables.build(LLM, TableRequest(run=run))
     pooled = next(r for r in llm.rows if r["model"] == POOLED)
     vanilla = FailureModeClassification.objects.filter(unit__run=run, unit__condition="vanilla")
     assert pooled["n_classified"] == vanilla.count() > 0
     vs = tables.build(VS, TableRequest(run=run))
-    overall = next(r for r in vs.rows if r["category"] == ALL)
+    ours = [r for r in vs.rows if r["reference"] == f"study {open_study} (majority)"]
+    overall = next(r for r in ours if r["category"] == ALL)
     generic = vanilla.filter(failure_mode="generic_closing").count()
     assert overall["n"] == vanilla.count()
     assert overall["accuracy"] == pytest.approx(1 - generic / vanilla.count())
-    premature = next(r for r in vs.rows if r["category"] == "premature_closure")
+    premature = next(r for r in ours if r["category"] == "premature_closure")
     assert premature["classifier_generic_closing"] == generic
 
 
 def test_tables_through_the_api_export_and_dashboard(demo_with_people, client_for, researcher):
-    run, _ = demo_with_people
+    run, _, _ = demo_with_people
     client = client_for(researcher)
     for name in (LLM, VS):
         url = reverse("stats_api:table", args=[name])

@@ -4,7 +4,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from annotation.demo import demo_studies_load
+from annotation.demo import demo_labelled_study_load, demo_studies_load
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation.demo_run import demo_run_load
 from benchmark.models import JudgeDisagreement, ModelEndpoint
@@ -37,7 +37,8 @@ class Command(BaseCommand):
     help = (
         "Load the hand-written demo corpus, replay endpoints for the demo models and judges, "
         "the demo run (their recorded replies and verdicts), demo logins (admin, researcher, "
-        "two annotators) and one demo study of each kind for the annotators. Safe to run again."
+        "two annotators), one demo study of each kind for the annotators and a closed failure-mode "
+        "study answered by two demo raters (recorded labels; no logins). Safe to run again."
     )
 
     def add_arguments(self, parser):
@@ -86,6 +87,10 @@ class Command(BaseCommand):
             adjudicators=[users["researcher"]],
             created_by=users["researcher"],
         )
+        # After the annotators' studies, so theirs keep the lower ids they have always had.
+        labelled = demo_labelled_study_load(run=run, created_by=users["researcher"])
+        if labelled:
+            created.append(labelled)
         self.stdout.write(f"Demo studies: {len(created)} created" + (": " if created else ""))
         for name in created:
             self.stdout.write(f"  {name}")
