@@ -220,7 +220,7 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
     other_study = Study.objects.filter(kind="pairwise").exclude(pk=rater_study.pk).get()
     other_item = assignment_next(rater=other_study.raters.order_by("pk").first()).item
     # One archived study, so the archive history has a row.
-    study_archive(study=Study.objects.get(kind="failure_mode"), by=admin_user)
+    study_archive(study=Study.objects.get(kind="failure_mode", status="open"), by=admin_user)
     assert StudyArchiveEvent.objects.exists()
     return {
         "anonymous": None,
