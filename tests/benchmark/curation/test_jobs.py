@@ -2,7 +2,12 @@
 the demo's replay endpoints through the per-target task (eager), with per-turn progress, claim,
 cancel between turns, resume and the shared audit log."""
 
+import contextlib
+import io
+
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from benchmark.curation import jobs
 from benchmark.evaluation.runs import RunActionError
@@ -10,6 +15,7 @@ from benchmark.models import (
     AuditAction,
     AuditVia,
     CommunicationStyle,
+    CurationJob,
     CurationTarget,
     Dialogue,
     ModelEndpoint,
@@ -19,13 +25,25 @@ from benchmark.models import (
     TargetState,
 )
 from tests.benchmark.curation.test_offline_curation import (  # noqa: F401 (fixtures)
+    COMMAND,
     NEW_ID,
     assert_curated_from_the_recordings,
     demo,
     eager_celery,
 )
 
+from proactweb.celery import app as celery_app
+
 pytestmark = pytest.mark.django_db
+
+
+@contextlib.contextmanager
+def celery_eager():
+    celery_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        celery_app.conf.task_always_eager = False
 
 
 def _launch(*styles: int, name: str = "job"):
@@ -146,3 +164,33 @@ def test_cancelling_a_job_before_its_tasks_run_cancels_every_pending_target(
 def test_a_job_without_targets_is_refused(demo):
     with pytest.raises(RunActionError, match="at least one"):
         _launch()
+
+
+def test_the_commands_launch_show_cancel_and_resume_a_job(
+    demo, django_capture_on_commit_callbacks
+):
+    out = io.StringIO()
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        call_command("curate", *COMMAND, "--job", "from the shell", stdout=out)
+    assert len(sent) == 1
+    job = CurationJob.objects.get(name="from the shell")
+    assert f"Launched curation job {job.id} (1 dialogue(s))." in out.getvalue()
+    out = io.StringIO()
+    call_command("curation_job", str(job.id), "--cancel", stdout=out)
+    assert "'from the shell': cancelled" in out.getvalue()
+    assert "DEMO_TRAVEL_01 style 1: cancelled, turn 0 of 10" in out.getvalue()
+    with pytest.raises(CommandError, match="only a queued or running"):
+        call_command("curation_job", str(job.id), "--cancel", stdout=io.StringIO())
+    out = io.StringIO()
+    with celery_eager(), django_capture_on_commit_callbacks(execute=True):
+        call_command("curation_job", str(job.id), "--resume", stdout=out)
+    assert "Re-enqueued 1 dialogue(s)." in out.getvalue()
+    out = io.StringIO()
+    call_command("curation_job", str(job.id), stdout=out)
+    assert f"style 1: done, turn 8 of 10, dialogue {NEW_ID}" in out.getvalue()
+    events = RunAuditEvent.objects.filter(curation_job=job).order_by("id")
+    assert [(e.action, e.via, e.actor_name.split(" ")[-1]) for e in events] == [
+        (AuditAction.LAUNCH, AuditVia.COMMAND, "(curate)"),
+        (AuditAction.CANCEL, AuditVia.COMMAND, "(curation_job)"),
+        (AuditAction.RESUME, AuditVia.COMMAND, "(curation_job)"),
+    ]
