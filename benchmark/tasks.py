@@ -8,6 +8,7 @@ services (the evaluation batch, curation) to register them. Delivery is at least
 from celery import shared_task
 from django.db import connection
 
+from benchmark.curation.jobs import curate_target_task
 from benchmark.curation.tasks import curate_dialogue_task
 from benchmark.evaluation import runs
 from benchmark.evaluation.tasks import run_units
@@ -43,6 +44,7 @@ def worker_health() -> dict:
 
 __all__ = [
     "curate_dialogue_task",
+    "curate_target_task",
     "launch_run",
     "resume_run",
     "run_units",

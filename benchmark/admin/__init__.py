@@ -1,3 +1,3 @@
 """Django admin for the benchmark app, by topic: the corpus, and model runs."""
 
-from benchmark.admin import corpus, runs  # noqa: F401  (registration happens on import)
+from benchmark.admin import corpus, curation_jobs, runs  # noqa: F401  (registration happens on import)

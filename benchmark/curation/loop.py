@@ -26,6 +26,7 @@ release-format record, which the service saves through the corpus importer.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 import re
 from dataclasses import dataclass, field
 
@@ -100,8 +101,12 @@ def curate_dialogue(
     assistant_model: str,
     max_turns: int = 10,
     max_regenerations: int = 3,
+    on_turn: Callable[[int], None] | None = None,
 ) -> dict:
     """Run the loop and return one dialogue in the release format plus ``x_workbench``.
+
+    ``on_turn(n)``, when given, is called before turn ``n`` starts (progress reporting); an
+    exception it raises stops the loop there and passes through, and nothing is returned.
 
     Raises CurationError when a check still fails after ``max_regenerations`` re-asks, or when
     the dialogue ends without a trigger of each type; ProviderError passes through untouched
@@ -122,6 +127,7 @@ def curate_dialogue(
         },
         max_turns=max_turns,
         max_regenerations=max_regenerations,
+        on_turn=on_turn,
     )
     return run.run()
 
@@ -206,6 +212,7 @@ class _Curation:
     agents: dict[str, tuple[ChatProvider, str]]
     max_turns: int
     max_regenerations: int
+    on_turn: Callable[[int], None] | None = None
     exchanges: list[Exchange] = field(default_factory=list)
     disclosed: dict[int, int] = field(default_factory=dict)  # anchor index → turn
     triggers: list[TriggerSoFar] = field(default_factory=list)
@@ -215,6 +222,8 @@ class _Curation:
 
     def run(self) -> dict:
         for turn in range(1, self.max_turns + 1):
+            if self.on_turn is not None:
+                self.on_turn(turn)
             decision = self._plan(turn)
             user_message = self._write_user_message(turn, decision)
             reply = self._reply(turn, user_message)

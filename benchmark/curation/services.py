@@ -7,6 +7,7 @@ structural checks, same protocol findings, same upserts. There is one way into t
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -96,6 +97,7 @@ def dialogue_curate(
     user_endpoint: ModelEndpoint,
     assistant_endpoint: ModelEndpoint,
     providers: AgentProviders | None = None,
+    on_turn: Callable[[int], None] | None = None,
 ) -> Dialogue:
     """Curate one dialogue and save it as a draft; return it.
 
@@ -121,6 +123,7 @@ def dialogue_curate(
         planner_model=planner_endpoint.model_name,
         user_model=user_endpoint.model_name,
         assistant_model=assistant_endpoint.model_name,
+        on_turn=on_turn,
     )
     line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
     with transaction.atomic():

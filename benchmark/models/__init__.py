@@ -15,6 +15,7 @@ from benchmark.models.corpus import (
     TriggerType,
     Turn,
 )
+from benchmark.models.curation_jobs import CurationJob, CurationTarget, TargetState
 from benchmark.models.runs import (
     AuditAction,
     AuditVia,
@@ -53,6 +54,8 @@ __all__ = [
     "ClassificationState",
     "CommunicationStyle",
     "Condition",
+    "CurationJob",
+    "CurationTarget",
     "Dialogue",
     "DialogueStatus",
     "Domain",
@@ -75,6 +78,7 @@ __all__ = [
     "RunSource",
     "RunStatus",
     "Scenario",
+    "TargetState",
     "Trigger",
     "TriggerType",
     "Turn",

@@ -457,6 +457,7 @@ class CallInFlight(models.Model):
 class AuditAction(models.TextChoices):
     LAUNCH = "launch", "Launch"
     RESUME = "resume", "Resume"
+    CANCEL = "cancel", "Cancel"
     RETRY_ERRORS = "retry_errors", "Retry errors"
     REJUDGE = "rejudge", "Re-judge"
     CLASSIFY = "classify", "Classify failure modes"
@@ -480,7 +481,17 @@ class RunAuditEvent(models.Model):
         related_name="audit_events",
         help_text="The run acted on (empty once the run is deleted).",
     )
-    run_name = models.CharField(max_length=200, help_text="The run's name at the time.")
+    curation_job = models.ForeignKey(
+        "benchmark.CurationJob",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
+        help_text="The curation job acted on, when the event is about one (not a run).",
+    )
+    run_name = models.CharField(
+        max_length=200, help_text="The run's (or curation job's) name at the time."
+    )
     action = models.CharField(max_length=16, choices=AuditAction.choices)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -499,6 +510,14 @@ class RunAuditEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            # An event is about a run or a curation job, never both. "Exactly one" cannot hold:
+            # both links are emptied when their object is deleted, and the event is kept.
+            models.CheckConstraint(
+                condition=Q(run__isnull=True) | Q(curation_job__isnull=True),
+                name="audit_event_one_subject",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.run_name}"

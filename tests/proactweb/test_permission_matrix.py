@@ -36,6 +36,7 @@ from benchmark.models import (
     AuditAction,
     AuditVia,
     CallInFlight,
+    CurationJob,
     Dialogue,
     EvaluationRun,
     ModelEndpoint,
@@ -115,6 +116,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     "admin:benchmark_evaluationrun_progress": ADMIN,
     "admin:benchmark_evaluationrun_rejudge": ADMIN,
     "admin:benchmark_evaluationrun_action": row(LOGIN, LOGIN, LOGIN, 302),  # GET: back to the run
+    "admin:benchmark_curationjob_progress": ADMIN,
+    "admin:benchmark_curationjob_action": row(LOGIN, LOGIN, LOGIN, 302),  # GET: back to the job
     # Rows nobody may add, change or delete by hand (records of what happened).
     r"admin:benchmark_(evaluationunit|judgment|providercall|responsecacheentry)_add": (
         ADMIN_READ_ONLY_ADD
@@ -166,6 +169,13 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
         endpoint=endpoint, benchmark="GPQA", score=0.5, uploaded_at=timezone.now()
     )
     CallInFlight.objects.create(key="k" * 64, expires_at=timezone.now())
+    # A curation job with one target, made directly (launching one would enqueue its task).
+    job = CurationJob.objects.create(
+        name="matrix job", planner=endpoint, user_agent=endpoint, assistant=endpoint
+    )
+    job.targets.create(
+        scenario=Dialogue.objects.first().scenario, style=Dialogue.objects.first().style
+    )
     unit = run.units.first()
     ProviderCall.objects.create(
         run=run, unit=unit, endpoint=endpoint, purpose="reply", cache_key="c" * 64
@@ -271,6 +281,8 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
         "admin:benchmark_evaluationrun_progress": [run.pk],
         "admin:benchmark_evaluationrun_rejudge": [run.pk],
         "admin:benchmark_evaluationrun_action": [run.pk, "resume"],
+        "admin:benchmark_curationjob_progress": [CurationJob.objects.get().pk],
+        "admin:benchmark_curationjob_action": [CurationJob.objects.get().pk, "cancel"],
         "stats_api:raw-export": ["judgments", "csv"],
         "stats_api:table": ["leaderboard"],
         "stats:run_triggers": [run.pk],

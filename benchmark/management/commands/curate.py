@@ -4,6 +4,7 @@ from collections import Counter
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from benchmark.curation.jobs import curation_job_launch
 from benchmark.curation.loop import CurationError, CurationSpec
 from benchmark.curation.services import (
     agent_providers_for,
@@ -12,8 +13,10 @@ from benchmark.curation.services import (
     dialogue_curate,
 )
 from benchmark.curation.tasks import curate_dialogue_task
+from benchmark.management.run_commands import command_user
 from benchmark.models import (
     PHASE_WINDOWS,
+    AuditVia,
     CommunicationStyle,
     Dialogue,
     ModelEndpoint,
@@ -45,6 +48,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--enqueue", action="store_true", help="queue Celery tasks instead of running here"
         )
+        parser.add_argument(
+            "--job",
+            metavar="NAME",
+            help="launch a curation job of this name instead (one Celery task per dialogue, "
+            "watched, cancelled and resumed in the admin or with manage.py curation_job)",
+        )
 
     def handle(self, *args, **options) -> None:
         if options["count"] < 1:
@@ -56,6 +65,19 @@ class Command(BaseCommand):
         user_agent = _endpoint(options["user_agent"], "--user-agent")
         assistant = _endpoint(options["assistant"], "--assistant")
         todo = _pick(options["scenario"], options["persona"], style, options["count"])
+
+        if options["job"]:
+            job = curation_job_launch(
+                name=options["job"],
+                planner=planner,
+                user_agent=user_agent,
+                assistant=assistant,
+                targets=[(scenario, style) for scenario, _ in todo],
+                via=AuditVia.COMMAND,
+                actor_name=command_user("curate"),
+            )
+            self.stdout.write(f"Launched curation job {job.id} ({len(todo)} dialogue(s)).")
+            return
 
         if options["enqueue"]:
             for scenario, spec in todo:

@@ -1,0 +1,47 @@
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from benchmark.curation.jobs import curation_job_cancel, curation_job_resume
+from benchmark.evaluation.runs import RunActionError
+from benchmark.management.run_commands import command_user
+from benchmark.models import AuditVia, CurationJob
+
+
+class Command(BaseCommand):
+    help = (
+        "Show, cancel or resume a curation job (launch one with manage.py curate --job NAME, "
+        "or from the admin). Cancel stops each running dialogue before its next turn and saves "
+        "nothing of it; resume re-enqueues every dialogue that is not done. Both are recorded "
+        "in the run audit log."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("job_id", type=int, help="the curation job's id")
+        action = parser.add_mutually_exclusive_group()
+        action.add_argument("--cancel", action="store_true", help="cancel the job")
+        action.add_argument("--resume", action="store_true", help="resume the job")
+
+    def handle(self, *args, **options) -> None:
+        job_id = options["job_id"]
+        if not CurationJob.objects.filter(pk=job_id).exists():
+            raise CommandError(f"No curation job {job_id}.")
+        who = command_user("curation_job")
+        try:
+            if options["cancel"]:
+                curation_job_cancel(job_id=job_id, via=AuditVia.COMMAND, actor_name=who)
+            elif options["resume"]:
+                count = curation_job_resume(job_id=job_id, via=AuditVia.COMMAND, actor_name=who)
+                self.stdout.write(f"Re-enqueued {count} dialogue(s).")
+        except RunActionError as exc:
+            raise CommandError(str(exc)) from None
+        job = CurationJob.objects.get(pk=job_id)
+        self.stdout.write(f"Curation job {job.id} {job.name!r}: {job.status}")
+        for target in job.targets.select_related("scenario", "style", "dialogue"):
+            line = (
+                f"  {target.scenario.key} style {target.style.index}: {target.state}, "
+                f"turn {target.turn} of {target.max_turns}"
+            )
+            if target.dialogue:
+                line += f", dialogue {target.dialogue.unique_id_eval}"
+            if target.error:
+                line += f", error: {target.error.splitlines()[0]}"
+            self.stdout.write(line)
