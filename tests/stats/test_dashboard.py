@@ -24,6 +24,7 @@ from tests.stats.conftest import answer_next, create_study, exclude, rater_of
 DASHBOARD = reverse("stats:dashboard")
 RUN_SECTIONS = (
     "leaderboard",
+    "leaderboard-by-domain",
     "injection-effect",
     "judge-agreement",
     "judge-self-consistency",
