@@ -27,6 +27,7 @@ from benchmark.models import (
     Anchor,
     ClassificationState,
     Condition,
+    Domain,
     EvaluationRun,
     EvaluationUnit,
     FailureModeClassification,
@@ -151,6 +152,7 @@ class RunReplies:
     dialogue_id: np.ndarray
     style: np.ndarray
     sample: np.ndarray  # the unit's sample index (a run may draw several replies per trigger)
+    domain: np.ndarray  # the dialogue's domain key
     verdict: np.ndarray  # codes; -1 = no verdict from the chosen source
     display: dict[str, str]  # endpoint handle → display name
 
@@ -169,6 +171,7 @@ def _units(run: EvaluationRun, condition: str):
             "trigger__turn__dialogue_id",
             "trigger__turn__dialogue__style__index",
             "sample_index",
+            "trigger__turn__dialogue__domain__key",
         )
     )
 
@@ -210,6 +213,7 @@ def _replies_from_rows(rows: list[tuple]) -> RunReplies:
         dialogue_id=np.fromiter((r[6] for r in rows), dtype=np.int64, count=len(rows)),
         style=np.fromiter((r[7] for r in rows), dtype=np.int64, count=len(rows)),
         sample=np.fromiter((r[8] for r in rows), dtype=np.int64, count=len(rows)),
+        domain=np.array([r[9] for r in rows], dtype=object),
         verdict=np.full(len(rows), -1, dtype=np.int64),
         display={r[1]: r[2] for r in rows},
     )
@@ -239,6 +243,11 @@ def run_replies(*, run: EvaluationRun, verdicts: VerdictSource, condition: str) 
             replies.verdict,
         )
     return replies
+
+
+def domain_names() -> dict[str, str]:
+    """Every domain's key → name, in the domains' order. One query."""
+    return dict(Domain.objects.order_by("order", "key").values_list("key", "name"))
 
 
 def require_run(request: TableRequest) -> EvaluationRun:

@@ -12,6 +12,7 @@ from the same draw. Seeded per (model, trigger type) — see ``resampling.rng_fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ from stats.compute.resampling import (
 )
 
 ALL = "ALL"
+POOLED = "POOLED"  # every model's replies together (the breakdown by domain)
 TYPE_ORDER = ("EMERGENT", "CRITICAL", "RECOVERY")
 
 
@@ -53,8 +55,13 @@ class CellScores:
 @dataclass(frozen=True)
 class LeaderboardRow:
     model: str
-    trigger_type: str  # ALL or a trigger type
+    group: str  # ALL, or a trigger type (the leaderboard) or a domain key (by domain)
     scores: CellScores
+
+    @property
+    def trigger_type(self) -> str:
+        """The leaderboard's name for the group."""
+        return self.group
 
 
 def cell_scores(
@@ -120,28 +127,58 @@ def leaderboard(
 ) -> list[LeaderboardRow]:
     """One row per model × (ALL, then each trigger type present), models by overall pass rate
     (best first, then name). All inputs are aligned per reply."""
+    return scores_by_group(
+        models=models,
+        groups=trigger_types,
+        order=TYPE_ORDER,
+        clusters=clusters,
+        verdicts=verdicts,
+        resamples=resamples,
+        seed=seed,
+        level=level,
+        seed_key=seed_key,
+    )
+
+
+def scores_by_group(
+    *,
+    models: np.ndarray,
+    groups: np.ndarray,
+    order: Sequence[str],
+    clusters: np.ndarray,
+    verdicts: np.ndarray,
+    resamples: int = LEADERBOARD_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = CONFIDENCE,
+    seed_key: str = "leaderboard",
+) -> list[LeaderboardRow]:
+    """One row per model × (ALL, then each group present: those of ``order`` in its order, then
+    any other by name), models by overall pass rate (best first, then name). ``groups`` is the
+    reply's trigger type for the leaderboard, its domain for the breakdown by domain; a cell is
+    seeded ``rng_for(seed, seed_key, model, group)``, so a model's ALL row does not depend on
+    the grouping. All inputs are aligned per reply."""
     models = np.asarray(models)
-    trigger_types = np.asarray(trigger_types)
+    groups = np.asarray(groups)
     clusters = np.asarray(clusters)
     verdicts = np.asarray(verdicts)
-    present_types = [t for t in TYPE_ORDER if np.any(trigger_types == t)]
-    present_types += sorted(set(trigger_types.tolist()) - set(TYPE_ORDER))
+    present = [g for g in order if np.any(groups == g)]
+    present += sorted(set(groups.tolist()) - set(order))
     by_model: dict[str, list[LeaderboardRow]] = {}
     for model in np.unique(models).tolist():
         in_model = models == model
         rows = []
-        for trigger_type in [ALL, *present_types]:
-            mask = in_model if trigger_type == ALL else in_model & (trigger_types == trigger_type)
+        for group in [ALL, *present]:
+            mask = in_model if group == ALL else in_model & (groups == group)
             if not mask.any():
                 continue
             scores = cell_scores(
                 clusters=clusters[mask],
                 verdicts=verdicts[mask],
                 resamples=resamples,
-                rng=rng_for(seed, seed_key, str(model), trigger_type),
+                rng=rng_for(seed, seed_key, str(model), group),
                 level=level,
             )
-            rows.append(LeaderboardRow(str(model), trigger_type, scores))
+            rows.append(LeaderboardRow(str(model), group, scores))
         by_model[str(model)] = rows
 
     def rank(model: str) -> tuple[float, str]:
@@ -149,6 +186,35 @@ def leaderboard(
         return (-overall if overall == overall else 1.0, model)  # NaN last
 
     return [row for model in sorted(by_model, key=rank) for row in by_model[model]]
+
+
+def leaderboard_by_domain(
+    *,
+    models: np.ndarray,
+    domains: np.ndarray,
+    order: Sequence[str],
+    clusters: np.ndarray,
+    verdicts: np.ndarray,
+    resamples: int = LEADERBOARD_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = CONFIDENCE,
+) -> list[LeaderboardRow]:
+    """The leaderboard's figures per model × (ALL, then each domain present, in ``order``),
+    models ranked as on the leaderboard, then ``POOLED`` × (ALL, each domain): every model's
+    replies together, resampled by trigger (a trigger's replies from every model move together,
+    since the triggers, not the models, are the sample). Seeded as the leaderboard's cells, so a
+    model's ALL row is the leaderboard's ALL row, CIs included. Inputs are aligned per reply."""
+    common = {
+        "groups": domains,
+        "order": order,
+        "clusters": clusters,
+        "verdicts": verdicts,
+        "resamples": resamples,
+        "seed": seed,
+        "level": level,
+    }
+    pooled = np.full(np.asarray(models).size, POOLED, dtype=object)
+    return scores_by_group(models=models, **common) + scores_by_group(models=pooled, **common)
 
 
 def score_matrix(

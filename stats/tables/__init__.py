@@ -28,6 +28,7 @@ from stats.tables.base import (
 
 TABLE_MODULES = (
     "leaderboard",
+    "leaderboard_by_domain",
     "injection_effect",
     "judge_agreement",
     "judge_self_consistency",

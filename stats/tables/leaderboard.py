@@ -29,11 +29,7 @@ from stats.tables.base import (
 BOOTSTRAP = Bootstrap(LEADERBOARD_RESAMPLES, "triggers")
 PHASES = [(t, f"phase-{t.lower()}") for t in TYPE_ORDER]
 
-COLUMNS = (
-    *model_columns(),
-    Column(
-        "trigger_type", "str", "ALL (every trigger, micro-averaged) or EMERGENT/CRITICAL/RECOVERY."
-    ),
+SCORE_COLUMNS = (
     Column("condition", "str", "vanilla or rubric_injected."),
     Column("verdicts", "str", "Verdict source: primary, adjudicated, or a judge's handle."),
     Column("n_expected", "int", "Replies in the cell, scored or not (SKIPPED, missing, errors)."),
@@ -51,39 +47,55 @@ COLUMNS = (
     Column("weighted_score", "float", "(n_pass + 0.5 n_partial) / n."),
     *ci_columns("weighted", "the weighted score"),
 )
+"""A cell's figures after what names the cell; the leaderboard by domain has them too."""
+
+COLUMNS = (
+    *model_columns(),
+    Column(
+        "trigger_type", "str", "ALL (every trigger, micro-averaged) or EMERGENT/CRITICAL/RECOVERY."
+    ),
+    *SCORE_COLUMNS,
+)
+
+
+def score_fields(
+    row: LeaderboardRow, *, display: dict[str, str], condition: str, verdicts: str
+) -> dict[str, Any]:
+    """The model columns and ``SCORE_COLUMNS`` of one computed row."""
+    s = row.scores
+    return {
+        "model": row.model,
+        "model_display": display.get(row.model, row.model),
+        "condition": condition,
+        "verdicts": verdicts,
+        "n_expected": s.n_expected,
+        "n": s.n,
+        "coverage": s.coverage,
+        "n_pass": s.n_pass,
+        "n_partial": s.n_partial,
+        "n_fail": s.n_fail,
+        "pass_rate": s.pass_rate,
+        "pass_ci_low": s.pass_ci[0],
+        "pass_ci_high": s.pass_ci[1],
+        "partial_rate": s.partial_rate,
+        "partial_ci_low": s.partial_ci[0],
+        "partial_ci_high": s.partial_ci[1],
+        "weighted_score": s.weighted_score,
+        "weighted_ci_low": s.weighted_ci[0],
+        "weighted_ci_high": s.weighted_ci[1],
+    }
 
 
 def leaderboard_rows(
     rows: list[LeaderboardRow], *, display: dict[str, str], condition: str, verdicts: str
 ) -> list[dict[str, Any]]:
-    out = []
-    for row in rows:
-        s = row.scores
-        out.append(
-            {
-                "model": row.model,
-                "model_display": display.get(row.model, row.model),
-                "trigger_type": row.trigger_type,
-                "condition": condition,
-                "verdicts": verdicts,
-                "n_expected": s.n_expected,
-                "n": s.n,
-                "coverage": s.coverage,
-                "n_pass": s.n_pass,
-                "n_partial": s.n_partial,
-                "n_fail": s.n_fail,
-                "pass_rate": s.pass_rate,
-                "pass_ci_low": s.pass_ci[0],
-                "pass_ci_high": s.pass_ci[1],
-                "partial_rate": s.partial_rate,
-                "partial_ci_low": s.partial_ci[0],
-                "partial_ci_high": s.partial_ci[1],
-                "weighted_score": s.weighted_score,
-                "weighted_ci_low": s.weighted_ci[0],
-                "weighted_ci_high": s.weighted_ci[1],
-            }
-        )
-    return out
+    return [
+        {
+            **score_fields(row, display=display, condition=condition, verdicts=verdicts),
+            "trigger_type": row.trigger_type,
+        }
+        for row in rows
+    ]
 
 
 def build(request: selectors.TableRequest) -> Built:
@@ -148,6 +160,27 @@ def leaderboard_charts(table: Table) -> list[charts.Chart]:
     ]
 
 
+SCORE_CELLS = (
+    Cell("Triggers", "n_expected"),
+    Cell(
+        "Scored",
+        "n",
+        aside=Aside(
+            "{coverage:pct}%",
+            when=lambda r: r["coverage"] < 1,
+            badge=True,
+            title="coverage: scored / triggers",
+        ),
+    ),
+    Cell("Pass % [95% CI]", "pass_rate", "pct", ci=("pass_ci_low", "pass_ci_high")),
+    Cell("Partial %", "partial_rate", "pct"),
+    Cell(
+        "Weighted % [95% CI]", "weighted_score", "pct", ci=("weighted_ci_low", "weighted_ci_high")
+    ),
+)
+"""The dashboard's cells of ``SCORE_COLUMNS``, after the cell naming the row."""
+
+
 LEADERBOARD = register(
     TableSpec(
         name="leaderboard",
@@ -164,28 +197,7 @@ LEADERBOARD = register(
             overall=("trigger_type", ALL),
             row_class="phase",
             empty="No replies in this condition.",
-            cells=(
-                Cell("Model", "trigger_type", "trigger", overall="model_display"),
-                Cell("Triggers", "n_expected"),
-                Cell(
-                    "Scored",
-                    "n",
-                    aside=Aside(
-                        "{coverage:pct}%",
-                        when=lambda r: r["coverage"] < 1,
-                        badge=True,
-                        title="coverage: scored / triggers",
-                    ),
-                ),
-                Cell("Pass % [95% CI]", "pass_rate", "pct", ci=("pass_ci_low", "pass_ci_high")),
-                Cell("Partial %", "partial_rate", "pct"),
-                Cell(
-                    "Weighted % [95% CI]",
-                    "weighted_score",
-                    "pct",
-                    ci=("weighted_ci_low", "weighted_ci_high"),
-                ),
-            ),
+            cells=(Cell("Model", "trigger_type", "trigger", overall="model_display"), *SCORE_CELLS),
         ),
         charts=leaderboard_charts,
         bootstrap=BOOTSTRAP,

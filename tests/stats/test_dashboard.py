@@ -25,6 +25,7 @@ from tests.stats.conftest import answer_next, create_study, exclude, rater_of
 DASHBOARD = reverse("stats:dashboard")
 RUN_SECTIONS = (
     "leaderboard",
+    "leaderboard-by-domain",
     "injection-effect",
     "judge-agreement",
     "judge-self-consistency",
@@ -51,7 +52,7 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     assert "Phase sensitivity: b_m against pass rate" in html
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 11
+    assert len(csv_links) == 12
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -86,7 +87,7 @@ def test_dashboard_query_count_is_fixed(
     # classifier's labels and the failure-mode studies they are compared with; 1 the judges'
     # repeats (self-consistency); 3 the injection effect's other condition (its judge, units
     # and verdicts)
-    with django_assert_max_num_queries(24):
+    with django_assert_max_num_queries(25):  # leaderboard-by-domain reads the domain names: 1
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -263,7 +264,7 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    with django_assert_max_num_queries(31):  # 24 without a study
+    with django_assert_max_num_queries(32):  # 25 without a study
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

@@ -136,6 +136,7 @@ def test_an_unregistered_table_is_gone_everywhere(demo_run, client_for, research
 def test_registration_order_is_the_listed_modules_order():
     assert [spec.name for spec in tables.all_specs()] == [
         "leaderboard",
+        "leaderboard-by-domain",
         "injection-effect",
         "judge-agreement",
         "judge-self-consistency",
