@@ -37,8 +37,15 @@ class JobCancelled(Exception):
     the next turn and nothing is saved."""
 
 
-def curation_job_audit(*, job: CurationJob, action: AuditAction, via: AuditVia, actor=None,
-                       actor_name: str = "", note: str = "") -> RunAuditEvent:
+def curation_job_audit(
+    *,
+    job: CurationJob,
+    action: AuditAction,
+    via: AuditVia,
+    actor=None,
+    actor_name: str = "",
+    note: str = "",
+) -> RunAuditEvent:
     return RunAuditEvent.objects.create(
         curation_job=job,
         run_name=job.name,
@@ -87,8 +94,14 @@ def curation_job_launch(
             CurationTarget(job=job, scenario=scenario, style=style)
             for scenario, style in dict.fromkeys(targets)
         )
-        curation_job_audit(job=job, action=AuditAction.LAUNCH, via=via, actor=actor,
-                           actor_name=actor_name, note=f"{len(rows)} target(s)")
+        curation_job_audit(
+            job=job,
+            action=AuditAction.LAUNCH,
+            via=via,
+            actor=actor,
+            actor_name=actor_name,
+            note=f"{len(rows)} target(s)",
+        )
         _enqueue_on_commit([row.id for row in rows])
     return job
 
@@ -106,8 +119,9 @@ def curation_job_cancel(*, job_id: int, via: AuditVia, actor=None, actor_name: s
             state=TargetState.CANCELLED
         )
         job = CurationJob.objects.get(pk=job_id)
-        curation_job_audit(job=job, action=AuditAction.CANCEL, via=via, actor=actor,
-                           actor_name=actor_name)
+        curation_job_audit(
+            job=job, action=AuditAction.CANCEL, via=via, actor=actor, actor_name=actor_name
+        )
     curation_job_finish_if_settled(job_id=job_id)
 
 
@@ -116,21 +130,32 @@ def curation_job_resume(*, job_id: int, via: AuditVia, actor=None, actor_name: s
     claimed twice: its task's claim only takes a pending target). Returns how many."""
     with transaction.atomic():
         job = CurationJob.objects.select_for_update().get(pk=job_id)
-        if job.status not in (RunStatus.CANCELLING, RunStatus.CANCELLED, RunStatus.FAILED,
-                              RunStatus.DONE):
+        if job.status not in (
+            RunStatus.CANCELLING,
+            RunStatus.CANCELLED,
+            RunStatus.FAILED,
+            RunStatus.DONE,
+        ):
             raise RunActionError("this curation job cannot be resumed")
         CurationTarget.objects.filter(
             job_id=job_id, state__in=(TargetState.CANCELLED, TargetState.FAILED)
         ).update(state=TargetState.PENDING, error="", turn=0)
         ids = list(
-            CurationTarget.objects.filter(job_id=job_id, state=TargetState.PENDING)
-            .values_list("id", flat=True)
+            CurationTarget.objects.filter(job_id=job_id, state=TargetState.PENDING).values_list(
+                "id", flat=True
+            )
         )
         job.status = RunStatus.RUNNING
         job.finished_at = None
         job.save(update_fields=["status", "finished_at"])
-        curation_job_audit(job=job, action=AuditAction.RESUME, via=via, actor=actor,
-                           actor_name=actor_name, note=f"{len(ids)} target(s)")
+        curation_job_audit(
+            job=job,
+            action=AuditAction.RESUME,
+            via=via,
+            actor=actor,
+            actor_name=actor_name,
+            note=f"{len(ids)} target(s)",
+        )
         _enqueue_on_commit(ids)
     if not ids:
         curation_job_finish_if_settled(job_id=job_id)
@@ -177,8 +202,12 @@ def target_curate(*, target_id: int) -> None:
     if not target_claim(target_id=target_id):
         return
     target = CurationTarget.objects.select_related(
-        "job__planner", "job__user_agent", "job__assistant", "scenario__persona",
-        "scenario__domain", "style",
+        "job__planner",
+        "job__user_agent",
+        "job__assistant",
+        "scenario__persona",
+        "scenario__domain",
+        "style",
     ).get(pk=target_id)
     job = target.job
 

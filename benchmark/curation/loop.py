@@ -26,8 +26,8 @@ release-format record, which the service saves through the corpus importer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.utils import timezone

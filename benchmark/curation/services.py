@@ -7,8 +7,8 @@ structural checks, same protocol findings, same upserts. There is one way into t
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 

@@ -109,9 +109,7 @@ def test_the_dashboard_shows_the_closed_studys_agreement_beside_the_distribution
 ):
     study = Study.objects.get(name=LABELLED_STUDY)
     html = (
-        client_for(researcher)
-        .get(reverse("stats:dashboard"), {"study": study.pk})
-        .content.decode()
+        client_for(researcher).get(reverse("stats:dashboard"), {"study": study.pk}).content.decode()
     )
     sections = re.findall(r'<section class="card" id="([a-z-]+)"', html)
     assert "failure-modes-llm" in sections and VS in sections

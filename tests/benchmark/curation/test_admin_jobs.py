@@ -15,10 +15,8 @@ from benchmark.models import (
     Scenario,
     TargetState,
 )
-from tests.benchmark.curation.test_offline_curation import (  # noqa: F401 (fixtures)
+from tests.benchmark.curation.test_offline_curation import (
     NEW_ID,
-    demo,
-    eager_celery,
 )
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +41,9 @@ def test_launch_watch_and_link_to_the_dialogue(
     client_for, admin_user, demo, eager_celery, django_capture_on_commit_callbacks
 ):
     client = client_for(admin_user)
-    assert b"Launch a curation job" in client.get(reverse("admin:benchmark_curationjob_add")).content
+    assert (
+        b"Launch a curation job" in client.get(reverse("admin:benchmark_curationjob_add")).content
+    )
     with django_capture_on_commit_callbacks(execute=True) as sent:
         response = _launch(client, 1, 2)
     job = CurationJob.objects.get()
@@ -61,7 +61,11 @@ def test_launch_watch_and_link_to_the_dialogue(
     change = client.get(reverse("admin:benchmark_curationjob_change", args=[job.pk]))
     assert b"hx-get" in change.content and b"job-progress" in change.content
     (event,) = RunAuditEvent.objects.filter(curation_job=job)
-    assert (event.action, event.via, event.actor) == (AuditAction.LAUNCH, AuditVia.ADMIN, admin_user)
+    assert (event.action, event.via, event.actor) == (
+        AuditAction.LAUNCH,
+        AuditVia.ADMIN,
+        admin_user,
+    )
 
 
 def test_the_launch_form_needs_a_scenario_and_a_style(client_for, admin_user, demo):

@@ -24,15 +24,12 @@ from benchmark.models import (
     Scenario,
     TargetState,
 )
-from tests.benchmark.curation.test_offline_curation import (  # noqa: F401 (fixtures)
+from proactweb.celery import app as celery_app
+from tests.benchmark.curation.test_offline_curation import (
     COMMAND,
     NEW_ID,
     assert_curated_from_the_recordings,
-    demo,
-    eager_celery,
 )
-
-from proactweb.celery import app as celery_app
 
 pytestmark = pytest.mark.django_db
 
@@ -166,9 +163,7 @@ def test_a_job_without_targets_is_refused(demo):
         _launch()
 
 
-def test_the_commands_launch_show_cancel_and_resume_a_job(
-    demo, django_capture_on_commit_callbacks
-):
+def test_the_commands_launch_show_cancel_and_resume_a_job(demo, django_capture_on_commit_callbacks):
     out = io.StringIO()
     with django_capture_on_commit_callbacks(execute=False) as sent:
         call_command("curate", *COMMAND, "--job", "from the shell", stdout=out)
