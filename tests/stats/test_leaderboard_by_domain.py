@@ -104,7 +104,9 @@ def test_a_model_s_all_row_is_its_leaderboard_row_cis_included():
     types = np.where(triggers % 2 == 1, "EMERGENT", "CRITICAL").astype(object)
     board = {
         r.model: r.scores
-        for r in leaderboard(models=models, trigger_types=types, clusters=triggers, verdicts=verdicts)
+        for r in leaderboard(
+            models=models, trigger_types=types, clusters=triggers, verdicts=verdicts
+        )
         if r.trigger_type == ALL
     }
     by_domain = {r.model: r.scores for r in _by_domain() if r.group == ALL and r.model != POOLED}
@@ -113,9 +115,7 @@ def test_a_model_s_all_row_is_its_leaderboard_row_cis_included():
 
 def test_seeded_and_the_seed_changes_only_the_draws():
     rng = np.random.default_rng(3)
-    replies = [
-        (m, t, ORDER[t % 2], int(rng.integers(0, 3))) for m in ("a", "b") for t in range(60)
-    ]
+    replies = [(m, t, ORDER[t % 2], int(rng.integers(0, 3))) for m in ("a", "b") for t in range(60)]
     a, again, other = _by_domain(replies), _by_domain(replies), _by_domain(replies, seed=7)
     assert [r.scores for r in a] == [r.scores for r in again]
     assert [r.scores.pass_rate for r in a] == [r.scores.pass_rate for r in other]
