@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -204,7 +205,7 @@ def leaderboard_by_domain(
     replies together, resampled by trigger (a trigger's replies from every model move together,
     since the triggers, not the models, are the sample). Seeded as the leaderboard's cells, so a
     model's ALL row is the leaderboard's ALL row, CIs included. Inputs are aligned per reply."""
-    common = {
+    common: dict[str, Any] = {
         "groups": domains,
         "order": order,
         "clusters": clusters,
