@@ -206,6 +206,8 @@ def demo_labelled_study_load(*, run: EvaluationRun, created_by=None) -> str | No
         rater = Rater.objects.select_related("study").get(study=study, user=user)
         for position in range(len(keys)):
             assignment = assignment_next(rater=rater)
+            if assignment is None:  # every item of the selection has a label (checked above)
+                raise ValueError(f"{user.username}: no item left after {position} answer(s)")
             label, note = labels[assignment.item.key][user.username]
             key = secrets.token_hex(8)
             data = {"idempotency_key": key, "label": label, "note": note}
@@ -219,7 +221,8 @@ def demo_labelled_study_load(*, run: EvaluationRun, created_by=None) -> str | No
                 idempotency_key=key,
                 elapsed_ms=(20 + (7 * position) % 40) * 1000,  # a plausible, varied time per item
             )
-        assert assignment_next(rater=rater) is None  # every item answered
+        if assignment_next(rater=rater) is not None:
+            raise ValueError(f"{user.username}: items left after every label was given")
     study.status = StudyStatus.CLOSED
     study.save(update_fields=["status"])
     return study.name
