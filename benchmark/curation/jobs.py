@@ -14,7 +14,7 @@ from benchmark.curation.services import (
     curation_spec_for,
     dialogue_curate,
 )
-from benchmark.evaluation.runs import RunActionError
+from benchmark.evaluation.runs import RunActionError, audit_event_create
 from benchmark.models import (
     AuditAction,
     AuditVia,
@@ -46,14 +46,14 @@ def curation_job_audit(
     actor_name: str = "",
     note: str = "",
 ) -> RunAuditEvent:
-    return RunAuditEvent.objects.create(
-        curation_job=job,
-        run_name=job.name,
+    return audit_event_create(
+        subject={"curation_job": job},
+        name=job.name,
         action=action,
         via=via,
-        actor=actor if actor is not None and actor.is_authenticated else None,
-        actor_name=(actor_name or (actor.get_username() if actor is not None else ""))[:200],
-        note=note[:500],
+        actor=actor,
+        actor_name=actor_name,
+        note=note,
     )
 
 

@@ -149,9 +149,32 @@ def run_audit_record(
     note: str = "",
 ) -> RunAuditEvent:
     """Record who launched, resumed or retried a run (the actions that spend money)."""
+    return audit_event_create(
+        subject={"run": run},
+        name=run.name,
+        action=action,
+        via=via,
+        actor=actor,
+        actor_name=actor_name,
+        note=note,
+    )
+
+
+def audit_event_create(
+    *,
+    subject: dict,
+    name: str,
+    action: AuditAction,
+    via: AuditVia,
+    actor=None,
+    actor_name: str = "",
+    note: str = "",
+) -> RunAuditEvent:
+    """One audit event about ``subject`` (``{"run": …}`` or ``{"curation_job": …}``), the
+    actor's name kept even after the account is gone."""
     return RunAuditEvent.objects.create(
-        run=run,
-        run_name=run.name,
+        **subject,
+        run_name=name,
         action=action,
         via=via,
         actor=actor if actor is not None and actor.is_authenticated else None,
