@@ -99,3 +99,21 @@ FAILURE_MODE_DEFINITIONS = {
 
 # The taxonomy's values, in order: the categories of the failure-mode statistics.
 FAILURE_MODES = tuple(FailureMode.values)
+
+
+class BattleWinner(Vocabulary):
+    """The outcome of one pairwise battle between two reply sources, spelt as the public
+    Chatbot Arena battle format spells its ``winner`` (so import and export need no mapping).
+    Side A and side B are the battle's two sources in their stored order, never screen
+    positions: an arena answer is de-swapped before it is stored, and an LLM pairwise judge's
+    verdict in the swapped order is mapped back."""
+
+    MODEL_A = "model_a", "A is better"
+    MODEL_B = "model_b", "B is better"
+    TIE = "tie", "Tie (both good)"
+    TIE_BOTHBAD = "tie (bothbad)", "Tie (both bad)"
+
+
+# The outcomes that are ties: each counts as half a win to either side in a Bradley–Terry fit
+# (unless the researcher leaves ties out).
+BATTLE_TIES = (BattleWinner.TIE.value, BattleWinner.TIE_BOTHBAD.value)
