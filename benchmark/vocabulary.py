@@ -117,3 +117,29 @@ class BattleWinner(Vocabulary):
 # The outcomes that are ties: each counts as half a win to either side in a Bradley–Terry fit
 # (unless the researcher leaves ties out).
 BATTLE_TIES = (BattleWinner.TIE.value, BattleWinner.TIE_BOTHBAD.value)
+
+
+# --- Proactive-Agent proposal review (seed 003) ------------------------------------------------
+
+
+class ProposalDecision(Vocabulary):
+    """One annotator's decision on one proposed proactive task."""
+
+    REJECT = "reject", "Reject"
+    ACCEPT = "accept", "Accept"
+
+
+class ProposalLabel(Vocabulary):
+    """A proposal's label: the majority of its annotators' decisions (docs/statistics.md,
+    "Proposal review": more accepts than rejects, or more rejects than accepts; an equal
+    number is a tie, which has no label and is left out of every label-based figure)."""
+
+    REJECTED = "rejected", "Rejected"
+    ACCEPTED = "accepted", "Accepted"
+    TIED = "tied", "Tied (no majority)"
+
+
+# The decisions in code order (REJECT = 0, ACCEPT = 1): the columns of a proposal's vote counts
+# in the statistics, and the codes of its majority label (rejected 0, accepted 1, -1 none).
+PROPOSAL_DECISIONS = (ProposalDecision.REJECT.value, ProposalDecision.ACCEPT.value)
+PROPOSAL_LABEL_OF_CODE = {0: ProposalLabel.REJECTED.value, 1: ProposalLabel.ACCEPTED.value}
