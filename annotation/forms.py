@@ -11,6 +11,7 @@ from typing import cast
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.http import QueryDict
 
 from annotation import kinds
 from annotation.models import Assignment, Study
@@ -162,6 +163,8 @@ class StudyCreateForm(forms.Form):
         # A split audit may well be settled by a researcher.
         adjudicators = cast(ModelIdsField, self.fields["adjudicators"])
         adjudicators.queryset = annotator_choices(ANNOTATOR, RESEARCHER)
+        if not self.is_bound:  # k starts at the chosen kind's own default
+            self.fields["overlap"].initial = kinds.get(self.chosen_kind()).default_overlap
         answers = "; ".join(
             f"{kind.label.lower()}: {' / '.join(kind.labels)}" for kind in kinds.all_kinds()
         )
@@ -208,6 +211,19 @@ class StudyCreateForm(forms.Form):
         )
 
 
+def kind_switch_data(data: QueryDict) -> QueryDict:
+    """The creation form's values after the kind is switched (htmx; the select sends the kind
+    it switches from as ``_from_kind``): every value as typed, except k when it was still the
+    previous kind's default, which becomes the new kind's (``StudyKind.default_overlap``)."""
+    previous, chosen = kinds.find(data.get("_from_kind") or ""), kinds.find(data.get("kind") or "")
+    if previous is None or chosen is None:
+        return data
+    if data.get("overlap", "").strip() in ("", str(previous.default_overlap)):
+        data = data.copy()
+        data["overlap"] = str(chosen.default_overlap)
+    return data
+
+
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
@@ -233,6 +249,34 @@ class StudyImportForm(forms.Form):
     items = forms.FileField(help_text="sample_items.json (a JSON array of items)")
     ratings = MultipleFileField(help_text="The raters' files (A01.jsonl …, or P01.jsonl …)")
     name = forms.CharField(max_length=200, required=False)
+
+
+class ProposalImportForm(forms.Form):
+    """A proposal-review study from a JSONL file of contexts (``services/proposals.py``)."""
+
+    file = forms.FileField(help_text="One context per line (docs/annotation.md, the format).")
+    name = forms.CharField(
+        max_length=200, help_text="Annotators see it: never name a model of the file."
+    )
+    instructions = forms.CharField(
+        required=False,
+        max_length=INSTRUCTIONS_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="Shown above every context. Same rule as the name.",
+    )
+    overlap = forms.IntegerField(
+        min_value=1, max_value=20, initial=3, label="Annotators per context (k)"
+    )
+    annotators = ModelIdsField(queryset=annotator_choices(), widget=forms.CheckboxSelectMultiple)
+    lease_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=30)
+    reason_required = forms.BooleanField(required=False, label="Reason required")
+    seed = forms.IntegerField(
+        min_value=0, max_value=SEED_MAX, required=False, help_text="For the hand-out order."
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        cast(ModelIdsField, self.fields["annotators"]).queryset = annotator_choices()
 
 
 class ExclusionForm(forms.Form):

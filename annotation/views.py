@@ -17,7 +17,7 @@ from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import kinds, selectors
-from annotation.forms import AnswerForm, ExclusionForm, StudyCreateForm
+from annotation.forms import AnswerForm, ExclusionForm, StudyCreateForm, kind_switch_data
 from annotation.kinds.base import COMMON_SHORTCUTS, StudyKind
 from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
 from annotation.services.assignments import (
@@ -253,7 +253,8 @@ def study_new(request: SignedInRequest) -> HttpResponse:
                 )
                 return redirect("annotation:study_detail", study_id=study.pk)
     else:
-        form = StudyCreateForm(request.GET or None) if request.htmx else StudyCreateForm()
+        switched = kind_switch_data(request.GET) if request.htmx and request.GET else None
+        form = StudyCreateForm(switched) if request.htmx else StudyCreateForm()
         if request.htmx:
             form.errors.clear()  # a kind switch, not a submission: no errors yet
     template = "annotation/study_form.html"

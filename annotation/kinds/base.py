@@ -90,6 +90,8 @@ class StudyKind(ABC):
     # Whether a third rater (an adjudicator) decides when the first two split.
     has_adjudicators: ClassVar[bool] = False
     overlap_note: ClassVar[str] = ""  # after "Annotators per item: k" on the study page
+    # k offered when the kind is chosen on the creation form (any k from 1 to 20 may be given).
+    default_overlap: ClassVar[int] = 2
 
     # --- Statistics ----------------------------------------------------------------------
     tables: ClassVar[tuple[str, ...]] = ("human-agreement",)

@@ -142,13 +142,10 @@ def _parse_gold(
     return gold
 
 
-def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
-    """Validate ``spec``; return the selected item drafts and the gold answers by key.
-    Raises ``StudyInputError`` with every problem found, by field."""
-    errors: dict[str, list[str]] = defaultdict(list)
-    kind = kinds.find(spec.kind)
-    if kind is None:
-        raise StudyInputError({"kind": [f"Unknown study kind {spec.kind!r}."]})
+def check_study_settings(spec: StudySpec, errors: dict[str, list[str]]) -> None:
+    """Add to ``errors`` (by field) the problems with what every study has, whatever its items
+    come from: its name and instructions, k, the lease, the sample's size and seed, and enough
+    annotators for k."""
     if not spec.name.strip():
         errors["name"].append("Give the study a name.")
     # The forms check these too; the service must not rely on them (a NUL or an over-long name
@@ -181,6 +178,16 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
             f"{spec.overlap} annotators per item needs at least {spec.overlap} annotators; "
             f"{len(annotators)} chosen."
         )
+
+
+def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
+    """Validate ``spec``; return the selected item drafts and the gold answers by key.
+    Raises ``StudyInputError`` with every problem found, by field."""
+    errors: dict[str, list[str]] = defaultdict(list)
+    kind = kinds.find(spec.kind)
+    if kind is None:
+        raise StudyInputError({"kind": [f"Unknown study kind {spec.kind!r}."]})
+    check_study_settings(spec, errors)
     if kind.from_run and spec.run is None:
         errors["run"].append("Choose the evaluation run the items come from.")
     if kind.from_run and spec.run is not None and spec.endpoints:
@@ -218,11 +225,12 @@ def _check_blinding(spec: StudySpec, drafts: list[ItemDraft], errors) -> None:
     condition of the selection."""
     names = {n for d in drafts for n in d.names}
     for field_name in ("name", "instructions"):
-        if message := _blinding_message(getattr(spec, field_name), names):
+        if message := blinding_message(getattr(spec, field_name), names):
             errors[field_name].append(message)
 
 
-def _blinding_message(text: str, names: set[str]) -> str:
+def blinding_message(text: str, names: set[str]) -> str:
+    """Why annotators must not see ``text`` (it names one of ``names`` or a condition), or ""."""
     found = blinding_findings(text, names)
     if not found:
         return ""
@@ -243,7 +251,7 @@ def check_study_text(*, study: Study, name: str, instructions: str) -> dict[str,
         names.update(endpoint_names(endpoint))
     errors = {}
     for field_name, text in (("name", name), ("instructions", instructions)):
-        if message := _blinding_message(text, names):
+        if message := blinding_message(text, names):
             errors[field_name] = [message]
     return errors
 
