@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation.forms import StudyCreateForm, StudyImportForm
+from annotation.forms import ProposalImportForm, StudyCreateForm, StudyImportForm
 from annotation.models import (
     Answer,
     Assignment,
@@ -26,6 +26,7 @@ from annotation.models import (
     StudyStatus,
 )
 from annotation.services.importer import StudyImportError, study_import
+from annotation.services.proposals import proposal_study_import
 from annotation.services.studies import (
     INSTRUCTIONS_MAX_CHARS,
     StudyHasAnswers,
@@ -250,6 +251,11 @@ class StudyAdmin(admin.ModelAdmin):
                 name="annotation_study_import",
             ),
             path(
+                "import-proposals/",
+                self.admin_site.admin_view(self.import_proposals_view),
+                name="annotation_study_import_proposals",
+            ),
+            path(
                 "<int:study_id>/archive/",
                 self.admin_site.admin_view(self.archive_view),
                 {"archived": True},
@@ -317,6 +323,49 @@ class StudyAdmin(admin.ModelAdmin):
                 messages.success(request, f"Imported study {study.pk}: {study.name}.")
                 return redirect("admin:annotation_study_change", study.pk)
         return TemplateResponse(request, "admin/annotation/study/import.html", context)
+
+    def import_proposals_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload a file of contexts and proposals: an open proposal-review study (the same
+        service as ``import_proposals``)."""
+        if not self.has_add_permission(request):
+            return redirect("admin:index")
+        posted = request.method == "POST"
+        form = ProposalImportForm(
+            request.POST if posted else None, request.FILES if posted else None
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "title": "Import contexts and proposals to review",
+            "opts": self.model._meta,
+        }
+        if posted and form.is_valid():
+            data = form.cleaned_data
+            try:
+                study = proposal_study_import(
+                    stream=data["file"],
+                    source_name=data["file"].name,
+                    name=data["name"],
+                    annotators=list(data["annotators"]),
+                    overlap=data["overlap"],
+                    instructions=data["instructions"],
+                    lease_minutes=data["lease_minutes"],
+                    reason_required=data["reason_required"],
+                    seed=data["seed"],
+                    created_by=signed_in_user(request),
+                )
+            except StudyInputError as exc:
+                for field_name, errors in exc.errors.items():
+                    for error in errors:
+                        form.add_error(field_name if field_name in form.fields else None, error)
+            except StudyImportError as exc:
+                context["import_errors"] = exc
+            else:
+                messages.success(
+                    request, f"Created study {study.pk}: {study.items.count()} contexts."
+                )
+                return redirect("admin:annotation_study_change", study.pk)
+        return TemplateResponse(request, "admin/annotation/study/import_proposals.html", context)
 
 
 @admin.register(StudyItem)
