@@ -202,3 +202,87 @@ class FailureModeLabels:
             categories=tuple(categories),
             item_id=np.array([x.item_id for x in labels], dtype=object),
         )
+
+
+# --- Proposal review --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProposalRecord:
+    """One proposed task and what its annotators decided on it (live decisions counted)."""
+
+    context_id: str
+    proposal_id: str
+    source: str  # the model that proposed it
+    accepts: int
+    rejects: int
+
+
+@dataclass(frozen=True)
+class SilentRecord:
+    """A model that proposed nothing at a context (it "stayed silent")."""
+
+    context_id: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ProposalVotes:
+    """A proposal-review study's decisions: aligned arrays with one entry per proposal
+    (``context`` indexes ``context_ids``), and one per silent decision. ``counts`` are the
+    proposals' decision counts in ``PROPOSAL_DECISIONS`` order (reject, accept)."""
+
+    context_ids: np.ndarray
+    context: np.ndarray
+    proposal_id: np.ndarray
+    source: np.ndarray
+    counts: np.ndarray  # proposals × 2: rejects, accepts
+    silent_context: np.ndarray
+    silent_source: np.ndarray
+    n_raters: int = 0  # people whose decisions are counted
+    n_answers: int = 0  # their answers (one per context each)
+    n_reject_all: int = 0  # of which "reject all"
+
+    @classmethod
+    def from_records(
+        cls,
+        proposals: Iterable[ProposalRecord],
+        silent: Iterable[SilentRecord] = (),
+        *,
+        n_raters: int = 0,
+        n_answers: int = 0,
+        n_reject_all: int = 0,
+    ) -> ProposalVotes:
+        """Contexts are numbered in order of first appearance. A silent decision at a context
+        without proposals is an error: nothing could say whether that context needed help."""
+        proposals = list(proposals)
+        index: dict[str, int] = {}
+        for record in proposals:
+            index.setdefault(record.context_id, len(index))
+            if record.accepts < 0 or record.rejects < 0:
+                raise ValueError(f"negative decision count on {record.proposal_id!r}")
+        silent = list(silent)
+        for decision in silent:
+            if decision.context_id not in index:
+                raise ValueError(f"silent decision at a context without proposals: {decision}")
+        n = len(proposals)
+        return cls(
+            context_ids=np.array(list(index), dtype=object),
+            context=np.fromiter((index[p.context_id] for p in proposals), np.int64, count=n),
+            proposal_id=np.array([p.proposal_id for p in proposals], dtype=object),
+            source=np.array([p.source for p in proposals], dtype=object),
+            counts=np.array([(p.rejects, p.accepts) for p in proposals], dtype=np.int64).reshape(
+                n, 2
+            ),
+            silent_context=np.fromiter(
+                (index[s.context_id] for s in silent), np.int64, count=len(silent)
+            ),
+            silent_source=np.array([s.source for s in silent], dtype=object),
+            n_raters=n_raters,
+            n_answers=n_answers,
+            n_reject_all=n_reject_all,
+        )
+
+    @property
+    def n_contexts(self) -> int:
+        return len(self.context_ids)

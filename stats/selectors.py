@@ -49,6 +49,7 @@ from stats.interfaces import (
     FailureModeLabels,
     LabelMatrix,
     PreferenceJudgements,
+    ProposalVotes,
 )
 from stats.models import ExternalBenchmarkScore
 
@@ -796,3 +797,26 @@ def alignment_references(request: TableRequest) -> tuple[list[AlignmentReference
             "verdicts (an adjudication study)"
         )
     return references, notes
+
+
+# --- Proposal review ------------------------------------------------------------------------
+
+
+def proposal_votes_for(request: TableRequest, *, table: str) -> tuple[ProposalVotes, list[str]]:
+    """The request's proposal-review study's proposals, decision counts and silent decisions
+    (``studies.proposal_votes``), read once however many of its tables the request draws; and
+    notes. The release has no proposal review."""
+    if request.study is None:
+        raise StatsInputError(
+            "the release publishes no proposal review"
+            if request.release_dir is not None
+            else f"the {table} table reads a human study: choose one (a proposal-review study: "
+            "study=ID / --study ID; staff see every study at /annotate/studies/)"
+        )
+    cache = request.cache.setdefault("study", {})
+    study = study_for_table(study_id=request.study, table=table, cache=cache)
+    key = ("proposal-votes", request.include_excluded)
+    if key not in cache:
+        cache[key] = studies.proposal_votes(study, include_excluded=request.include_excluded)
+    votes, notes = cache[key]
+    return votes, list(notes)

@@ -37,7 +37,7 @@ from annotation import kinds
 from annotation.kinds.pairwise import Case
 from annotation.models import Answer, AssignmentRole, Rater, Study
 from benchmark.models import Judgment, JudgmentState
-from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER
+from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER, ProposalDecision
 from stats.compute import agreement
 from stats.interfaces import (
     INJECTED,
@@ -48,8 +48,11 @@ from stats.interfaces import (
     LabelMatrix,
     PreferenceJudgements,
     PreferenceRecord,
+    ProposalRecord,
+    ProposalVotes,
     RatedItem,
     Rating,
+    SilentRecord,
 )
 
 
@@ -105,12 +108,19 @@ class StudyData:
         return [a for a in self.answers if a.rater_id not in self.excluded]
 
     def excluded_note(self, *, include_excluded: bool) -> list[str]:
-        if not self.excluded:
-            return []
-        names = ", ".join(sorted(self.names[pk] for pk in self.excluded))
-        if include_excluded:
-            return [f"raters the study excludes are counted here (include_excluded): {names}"]
-        return [f"raters the study excludes are left out: {names} (include_excluded counts them)"]
+        return excluded_note(self.names, self.excluded, include_excluded=include_excluded)
+
+
+def excluded_note(
+    names: dict[int, str], excluded: frozenset[int], *, include_excluded: bool
+) -> list[str]:
+    """A table's note on the raters the study excludes (none when it excludes no one)."""
+    if not excluded:
+        return []
+    listed = ", ".join(sorted(names[pk] for pk in excluded))
+    if include_excluded:
+        return [f"raters the study excludes are counted here (include_excluded): {listed}"]
+    return [f"raters the study excludes are left out: {listed} (include_excluded counts them)"]
 
 
 def _rater_names(study: Study) -> tuple[dict[int, str], frozenset[int]]:
@@ -281,3 +291,52 @@ def failure_mode_labels(
     if gold:
         notes.append(f"{len(gold)} gold item(s) left out (quality checks)")
     return FailureModeLabels.from_records(labels), notes
+
+
+# --- Proposal review --------------------------------------------------------------------------
+
+
+def proposal_votes(
+    study: Study, *, include_excluded: bool = False
+) -> tuple[ProposalVotes, list[str]]:
+    """A proposal-review study's proposals (from its items' payloads) with their live decision
+    counts, and its silent decisions; gold items left out (quality checks); notes. Three
+    queries, whatever the study's size."""
+    names, excluded = _rater_names(study)
+    notes = excluded_note(names, excluded, include_excluded=include_excluded)
+    counts: dict[tuple[int, str], list[int]] = {}
+    raters: set[int] = set()
+    answers = reject_all = 0
+    for item_id, rater_id, details in Answer.objects.filter(
+        assignment__item__study=study,
+        assignment__item__is_gold=False,
+        retracted_at__isnull=True,
+    ).values_list("assignment__item_id", "assignment__rater_id", "details"):
+        if rater_id in excluded and not include_excluded:
+            continue
+        raters.add(rater_id)
+        answers += 1
+        reject_all += bool((details or {}).get("reject_all"))
+        for pid, decision in ((details or {}).get("decisions") or {}).items():
+            # PROPOSAL_DECISIONS order: reject 0, accept 1.
+            counts.setdefault((item_id, pid), [0, 0])[decision == ProposalDecision.ACCEPT] += 1
+    proposals, silent = [], []
+    gold = 0
+    for item_id, is_gold, key, payload_proposals, payload_silent in study.items.order_by(
+        "pk"
+    ).values_list("pk", "is_gold", "key", "payload__proposals", "payload__silent"):
+        if is_gold:
+            gold += 1
+            continue
+        for proposal in payload_proposals or []:
+            rejects, accepts = counts.get((item_id, proposal["id"]), (0, 0))
+            proposals.append(
+                ProposalRecord(key, proposal["id"], proposal["source"], accepts, rejects)
+            )
+        silent += [SilentRecord(key, model) for model in payload_silent or []]
+    if gold:
+        notes.append(f"{gold} gold context(s) left out (quality checks)")
+    votes = ProposalVotes.from_records(
+        proposals, silent, n_raters=len(raters), n_answers=answers, n_reject_all=reject_all
+    )
+    return votes, notes

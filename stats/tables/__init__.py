@@ -39,6 +39,7 @@ TABLE_MODULES = (
     "failure_modes",
     "failure_modes_llm",
     "failure_modes_llm_vs_human",
+    "proposals",
     "human_agreement",
     "judge_human_alignment",
 )
