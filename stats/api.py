@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 from annotation.models import Study
 from benchmark.models import Condition, EvaluationRun
 from core.roles import is_staff_like
-from stats import exports, selectors, tables
+from stats import exports, proposal_exports, selectors, tables
 from stats.compute.resampling import DEFAULT_SEED
 
 
@@ -324,4 +324,72 @@ class RawExportView(APIView):
         chunks = (text.encode("utf-8") for text in writer(export.header, export.rows(filters)))
         response = StreamingHttpResponse(chunks, content_type=self.content_types[fmt])
         response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
+        return response
+
+
+# --- Reward-model training data from proposal review (stats/proposal_exports.py) -------------
+
+
+class ProposalExportQuerySerializer(serializers.Serializer):
+    study = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2**63 - 1,  # an id; SQLite cannot bind a larger integer
+        help_text="Only this proposal-review study (default: every one; a study of another "
+        "kind is a 400).",
+    )
+    include_excluded = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Count the decisions of raters the study excludes (default: left out).",
+    )
+
+
+class ProposalExportView(APIView):
+    """A proposal-review study's labels as reward-model training data, streamed JSONL:
+    ``proposal-labels`` (one line per proposal) or ``proposal-pairs`` (accepted vs rejected
+    proposals of the same context)."""
+
+    permission_classes = [IsStaffLike]
+    renderer_classes = [JSONRenderer, AnyMediaRenderer]
+
+    @extend_schema(
+        summary="Reward-model training data from proposal review (JSONL, streamed)",
+        description="proposal-labels: one line per decided proposal (context, proposal, "
+        "source, majority label accepted / rejected / tied, votes, number of annotators). "
+        "proposal-pairs: one line per accepted and rejected proposal of the same context "
+        "(chosen, rejected, context). Formats: docs/exports.md.",
+        parameters=[
+            OpenApiParameter(
+                "name",
+                OpenApiTypes.STR,
+                OpenApiParameter.PATH,
+                enum=[f"proposal-{what}" for what in proposal_exports.FORMATS],
+                description="Which export.",
+            ),
+            ProposalExportQuerySerializer,
+        ],
+        responses={(200, "application/jsonl"): OpenApiTypes.STR, **ERROR_RESPONSES},
+        tags=["exports"],
+    )
+    def get(self, request, name: str):
+        query = ProposalExportQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        study_id = query.validated_data.get("study")
+        try:
+            proposal_exports.check_study(study_id)
+        except LookupError as exc:
+            raise NotFound(str(exc)) from exc
+        except proposal_exports.ExportInputError as exc:
+            raise ParseError(str(exc)) from exc
+        lines = proposal_exports.reward_lines(
+            name.removeprefix("proposal-"),
+            study_id=study_id,
+            include_excluded=query.validated_data["include_excluded"],
+        )
+        response = StreamingHttpResponse(
+            (text.encode("utf-8") for text in lines),
+            content_type="application/jsonl; charset=utf-8",
+        )
+        response["Content-Disposition"] = f'attachment; filename="{name}.jsonl"'
         return response

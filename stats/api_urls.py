@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from stats import api
@@ -8,6 +8,12 @@ app_name = "stats_api"
 urlpatterns = [
     # One route for every table: the registry is read per request (stats.api.TableView).
     path("tables/<slug:name>/", api.TableView.as_view(), name="table"),
+    # Before the raw exports' route, which would take these names too.
+    re_path(
+        r"^exports/(?P<name>proposal-(?:labels|pairs))\.jsonl$",
+        api.ProposalExportView.as_view(),
+        name="proposal-export",
+    ),
     path("exports/<slug:name>.<str:fmt>", api.RawExportView.as_view(), name="raw-export"),
     path(
         "schema/",

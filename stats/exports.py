@@ -34,6 +34,7 @@ from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS, DialogueAudit
 from annotation.models import Answer, RetractionReason
 from benchmark.models import Judgment
 from benchmark.vocabulary import VERDICT_SCORES
+from stats import proposal_exports
 from stats.tables import Column, Table
 
 CHUNK_ROWS = 500
@@ -483,6 +484,20 @@ register_raw_export(
         description="Every dialogue audit answer with its checklist.",
         columns=AUDIT_COLUMNS,
         rows=audit_rows,
+        filters=("study",),
+    )
+)
+
+
+# --- Proposal review: every decision (stats/proposal_exports.py) -----------------------------
+
+register_raw_export(
+    RawExport(
+        name="proposal-votes",
+        description="Every accept / reject decision of every proposal-review answer, one row "
+        "per proposal, with the proposal's source and screen position; retracted ones flagged.",
+        columns=proposal_exports.VOTE_COLUMNS,
+        rows=proposal_exports.votes_rows,
         filters=("study",),
     )
 )
