@@ -10,9 +10,10 @@ accept / reject labels (seed 003): JSON Lines, streamed.
   preference pair, ``chosen`` over ``rejected``.
 
 What counts is what the tables count: live answers only; raters a study excludes left out
-unless ``include_excluded``. Contexts are read ``CHUNK`` at a time by id (keyset pagination),
-each chunk's answers in one more query, and each context is serialised once for all its lines,
-so memory stays flat whatever the study's size.
+unless ``include_excluded``. Two queries, read as they go (server-side cursors on
+PostgreSQL) and merged on the item's id — the contexts, and their answers — ``CHUNK`` contexts
+to a chunk of text; a context's JSON is written as the database holds it, never parsed, into
+each of its lines: memory stays flat whatever the study's size.
 
 ``votes_rows`` is the raw per-decision export (``proposal-votes``, registered in
 ``stats/exports.py``): one row per decision of every answer, retracted ones flagged.
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from django.db.models import Q
+from django.db.models.fields.json import KT
 
 from annotation.kinds.proposal_review import KIND as PROPOSAL_REVIEW
 from annotation.models import Answer, Study, StudyItem
@@ -33,7 +35,8 @@ from benchmark.vocabulary import PROPOSAL_LABEL_OF_CODE, ProposalDecision, Propo
 from stats.compute.proposals import majority_codes
 from stats.tables import Column
 
-CHUNK = 500  # contexts per query
+CHUNK = 500  # contexts per chunk of text
+FETCH = 2000  # rows per round trip of each query
 FORMATS = ("labels", "pairs")
 LABEL_KEYS = (
     "study_id",
@@ -48,6 +51,7 @@ LABEL_KEYS = (
     "context",
 )
 PAIR_KEYS = ("study_id", "context_id", "chosen", "rejected", "context")
+REJECTED, ACCEPTED, TIED = (label.value for label in ProposalLabel)
 
 
 class ExportInputError(ValueError):
@@ -69,59 +73,98 @@ def check_study(study_id: int | None) -> None:
         )
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+# The json module's own encoder of a string (what ``json.dumps(text, ensure_ascii=False)``
+# writes, quotes included), without ``dumps``' per-call set-up: a line holds five of them.
+_dump = json.encoder.encode_basestring
 
 
-def _context(payload: dict) -> dict:
-    """What the annotators saw before the proposals: the events, or the conversation."""
-    if payload.get("events"):
-        return {"events": payload["events"]}
-    return {"conversation": payload.get("conversation") or []}
-
-
-def _items(study_id: int | None) -> Iterator[list[tuple]]:
-    """The proposal-review items, CHUNK at a time, in id order."""
+def _items(study_id: int | None) -> Iterator[tuple]:
+    """The proposal-review items in id order, from one query read as it goes (a server-side
+    cursor on PostgreSQL): id, study, key, the proposals (JSON text), and the context's events
+    or conversation as the JSON text the database holds (written into the lines as they are,
+    never parsed)."""
     items = StudyItem.objects.filter(study__kind=PROPOSAL_REVIEW.key)
     if study_id is not None:
         items = items.filter(study_id=study_id)
-    last = 0
-    while True:
-        chunk = list(
-            items.filter(pk__gt=last)
-            .order_by("pk")
-            .values_list("pk", "study_id", "key", "payload")[:CHUNK]
+    return (
+        items.annotate(
+            proposals_json=KT("payload__proposals"),
+            events_json=KT("payload__events"),
+            conversation_json=KT("payload__conversation"),
         )
-        if not chunk:
-            return
-        yield chunk
-        last = chunk[-1][0]
+        .order_by("pk")
+        .values_list("pk", "study_id", "key", "proposals_json", "events_json", "conversation_json")
+        .iterator(chunk_size=FETCH)
+    )
 
 
-def _decisions(item_ids: list[int], include_excluded: bool) -> dict[int, list[dict]]:
-    """Each item's counted answers' details (live; excluded raters' left out unless asked)."""
-    answers = Answer.objects.filter(assignment__item_id__in=item_ids, retracted_at__isnull=True)
+def _answers(study_id: int | None, include_excluded: bool) -> Iterator[tuple]:
+    """The counted answers (live; excluded raters' left out unless asked) in item order, from
+    one query read as it goes: item id, its decisions (JSON text), and its "reject all" flag
+    (``true`` / ``false`` on PostgreSQL, ``1`` / ``0`` on SQLite)."""
+    answers = Answer.objects.filter(
+        assignment__item__study__kind=PROPOSAL_REVIEW.key, retracted_at__isnull=True
+    )
+    if study_id is not None:
+        answers = answers.filter(assignment__item__study_id=study_id)
     if not include_excluded:
         answers = answers.filter(assignment__rater__excluded=False)
-    out: dict[int, list[dict]] = {}
-    for item_id, details in answers.values_list("assignment__item_id", "details"):
-        out.setdefault(item_id, []).append(details or {})
-    return out
+    return (
+        answers.annotate(
+            decisions_json=KT("details__decisions"), reject_all=KT("details__reject_all")
+        )
+        .order_by("assignment__item_id")
+        .values_list("assignment__item_id", "decisions_json", "reject_all")
+        .iterator(chunk_size=FETCH)
+    )
 
 
-def _proposals(payload: dict, answers: list[dict]) -> list[tuple[dict, int, int, str]]:
-    """(proposal, accepts, rejects, label) for each decided proposal of one context."""
-    counts: dict[str, list[int]] = {}
-    for details in answers:
-        for pid, decision in (details.get("decisions") or {}).items():
-            counts.setdefault(pid, [0, 0])[decision == ProposalDecision.ACCEPT] += 1
-    decided = [(p, counts[p["id"]]) for p in payload.get("proposals") or [] if p["id"] in counts]
-    if not decided:
-        return []
-    codes = majority_codes(np.array([c for _, c in decided], dtype=np.int64))
+def _contexts(study_id: int | None, include_excluded: bool) -> Iterator[list[tuple]]:
+    """CHUNK contexts at a time, each as (item row, its answers' decisions, how many of them
+    were "reject all"): the two ordered queries merged on the item's id."""
+    answers = _answers(study_id, include_excluded)
+    pending = next(answers, None)
+    chunk = []
+    for row in _items(study_id):
+        decisions, reject_all = [], 0
+        while pending is not None and pending[0] <= row[0]:
+            if pending[0] == row[0]:
+                decisions.append(json.loads(pending[1]) if pending[1] else {})
+                reject_all += str(pending[2]).lower() in ("true", "1")
+            pending = next(answers, None)
+        chunk.append((row, decisions, reject_all))
+        if len(chunk) == CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _labelled(chunk: list[tuple]) -> list[tuple]:
+    """Each context of the chunk with its decided proposals: (item row, [(proposal, accepts,
+    rejects, label)], its "reject all" count); the labels of the whole chunk from one
+    ``majority_codes``."""
+    contexts, counts = [], []
+    for row, decisions, reject_all in chunk:
+        tally: dict[str, list[int]] = {}
+        for answer in decisions:
+            for pid, decision in answer.items():
+                # PROPOSAL_DECISIONS order: reject 0, accept 1.
+                tally.setdefault(pid, [0, 0])[decision == ProposalDecision.ACCEPT] += 1
+        decided = [(p, tally[p["id"]]) for p in json.loads(row[3] or "[]") if p["id"] in tally]
+        contexts.append((row, decided, reject_all))
+        counts += [votes for _, votes in decided]
+    codes = iter(majority_codes(np.array(counts, dtype=np.int64)).tolist())
     return [
-        (p, accepts, rejects, PROPOSAL_LABEL_OF_CODE.get(code, ProposalLabel.TIED.value))
-        for (p, (rejects, accepts)), code in zip(decided, codes.tolist(), strict=True)
+        (
+            row,
+            [
+                (p, accepts, rejects, PROPOSAL_LABEL_OF_CODE.get(next(codes), TIED))
+                for p, (rejects, accepts) in decided
+            ],
+            reject_all,
+        )
+        for row, decided, reject_all in contexts
     ]
 
 
@@ -129,45 +172,52 @@ def _votes(accepts: int, rejects: int) -> str:
     return f'{{"accept": {accepts}, "reject": {rejects}}}'
 
 
+def _proposal(p: dict) -> str:
+    """A proposal's id, text and source, as the members of a JSON object."""
+    text = _dump(p["text"])
+    return f'"proposal_id": {_dump(p["id"])}, "proposal": {text}, "source": {_dump(p["source"])}'
+
+
 def reward_lines(
     what: str, *, study_id: int | None = None, include_excluded: bool = False
 ) -> Iterator[str]:
     """The ``labels`` or ``pairs`` export as text chunks of JSON lines (one chunk per CHUNK
-    contexts). Each line is assembled from its values' JSON, the context's written once."""
+    contexts). Each line is assembled from its values' JSON; the context is the database's own
+    JSON text, the same in every line of its context."""
     if what not in FORMATS:
         raise ExportInputError(f"the reward-model export is {' or '.join(FORMATS)}, not {what!r}")
-    for chunk in _items(study_id):
-        answers = _decisions([row[0] for row in chunk], include_excluded)
+    for chunk in _contexts(study_id, include_excluded):
         lines = []
-        for item_id, study, key, payload in chunk:
-            proposals = _proposals(payload or {}, answers.get(item_id, []))
+        for row, proposals, reject_all in _labelled(chunk):
+            _, study, key, _, events, conversation = row
             if not proposals:
                 continue
             head = f'{{"study_id": {study}, "context_id": {_dump(key)}, '
-            context = _dump(_context(payload))
+            context = (
+                f'{{"events": {events}}}'
+                if events and events != "[]"
+                else f'{{"conversation": {conversation or "[]"}}}'
+            )
             if what == "labels":
-                reject_all = sum(bool(d.get("reject_all")) for d in answers[item_id])
                 lines += [
-                    f'{head}"proposal_id": {_dump(p["id"])}, "proposal": {_dump(p["text"])}, '
-                    f'"source": {_dump(p["source"])}, "label": "{label}", '
+                    f'{head}{_proposal(p)}, "label": "{label}", '
                     f'"votes": {_votes(accepts, rejects)}, "n_annotators": {accepts + rejects}, '
                     f'"context_reject_all": {reject_all}, "context": {context}}}\n'
                     for p, accepts, rejects, label in proposals
                 ]
                 continue
-            sides = {
-                label: [
-                    f'{{"proposal_id": {_dump(p["id"])}, "proposal": {_dump(p["text"])}, '
-                    f'"source": {_dump(p["source"])}, "votes": {_votes(accepts, rejects)}}}'
+            chosen, rejected = (
+                [
+                    f'{{{_proposal(p)}, "votes": {_votes(accepts, rejects)}}}'
                     for p, accepts, rejects, this in proposals
                     if this == label
                 ]
-                for label in (ProposalLabel.ACCEPTED, ProposalLabel.REJECTED)
-            }
+                for label in (ACCEPTED, REJECTED)
+            )
             lines += [
-                f'{head}"chosen": {chosen}, "rejected": {rejected}, "context": {context}}}\n'
-                for chosen in sides[ProposalLabel.ACCEPTED]
-                for rejected in sides[ProposalLabel.REJECTED]
+                f'{head}"chosen": {one}, "rejected": {other}, "context": {context}}}\n'
+                for one in chosen
+                for other in rejected
             ]
         if lines:
             yield "".join(lines)
