@@ -145,8 +145,15 @@ def proposal_texts(payload: dict) -> dict[str, str]:
 
 
 def _events(payload: dict) -> list[dict]:
+    """The timeline: each event's time (ISO 8601, shown with a space for the "T"), kind and
+    text."""
     return [
-        {"time": e.get("time", ""), "kind": e.get("kind", ""), "text": e.get("text", "")}
+        {
+            "time": e.get("time", ""),
+            "shown": e.get("time", "").replace("T", " "),
+            "kind": e.get("kind", ""),
+            "text": e.get("text", ""),
+        }
         for e in payload.get("events") or []
     ]
 
