@@ -1,5 +1,6 @@
 """Demo studies, one of each kind, for the demo annotators (``load_demo`` calls this): what
-``make run`` shows annotator1 and annotator2 on their work page. Beside them, one closed,
+``make run`` shows annotator1 and annotator2 on their work page (the proposal-review one from
+hand-written contexts, ``benchmark/demo_data/proposal_review.jsonl``). Beside them, one closed,
 already answered failure-mode study (``demo_labelled_study_load``): two demo raters' recorded
 labels (``benchmark/demo_data/failure_mode_labels.jsonl``), so the classifier-vs-people table
 has data from the start without taking the annotators' own failure-mode study."""
@@ -16,6 +17,7 @@ from django.db import transaction
 from annotation.kinds import adjudication, dialogue_audit, direct_rating, failure_mode, pairwise
 from annotation.models import Rater, Study, StudyStatus
 from annotation.services.assignments import answer_submit, assignment_next
+from annotation.services.proposals import proposal_study_import
 from annotation.services.studies import StudySpec, study_create
 from benchmark.models import (
     Condition,
@@ -139,7 +141,41 @@ def demo_studies_load(*, run: EvaluationRun, annotators, adjudicators, created_b
             continue
         study_create(spec=spec, created_by=created_by)
         created.append(spec.name)
+    if demo_proposal_study_load(annotators=annotators, created_by=created_by):
+        created.append(PROPOSAL_STUDY)
     return created
+
+
+# --- Proposal review: imported from hand-written contexts -------------------------------------
+
+PROPOSALS_FILE = LABELS_FILE.parent / "proposal_review.jsonl"
+PROPOSAL_STUDY = "Demo: would you welcome these suggestions?"
+
+
+def demo_proposal_study_load(*, annotators, created_by=None) -> bool:
+    """The demo proposal-review study, imported from ``PROPOSALS_FILE`` (hand-written events
+    and proposals of the demo models, some of them silent) for the demo annotators, k = 2 (the
+    demo has two; the kind's default is 3). Returns whether it was created: by name, a second
+    ``load_demo`` writes nothing."""
+    if Study.objects.filter(name=PROPOSAL_STUDY).exists():
+        return False
+    with PROPOSALS_FILE.open("rb") as stream:
+        proposal_study_import(
+            stream=stream,
+            source_name=PROPOSALS_FILE.name,
+            name=PROPOSAL_STUDY,
+            instructions=(
+                "Each time, read what the user has just been doing, then the tasks an assistant "
+                "could offer them unasked. Accept a task if this user would welcome it now; "
+                "reject it if it would be useless, intrusive or too much. If no offer at all "
+                "is right here, reject all (0)."
+            ),
+            annotators=annotators,
+            overlap=2,
+            seed=SEED,
+            created_by=created_by,
+        )
+    return True
 
 
 def _labels_by_key(path: Path = LABELS_FILE) -> dict[str, dict[str, tuple[str, str]]]:

@@ -3,11 +3,14 @@ and its answer form through the real pages (each proposal accepted or rejected b
 position, or all rejected at once), what an answer stores, undo, the study page's lines, the
 creation form's k, and k never exceeded under concurrency."""
 
+import io
+import json
 import re
 import threading
 from collections import Counter
 
 import pytest
+from django.core.management import call_command
 from django.db import connections
 from django.urls import reverse
 
@@ -280,3 +283,29 @@ def test_simultaneous_annotators_never_push_a_context_past_k(make_annotators):
         StudyItem.objects.filter(study=study).values_list("completed_answers", flat=True)
     ) == {3}
     assert not Assignment.objects.filter(item__study=study, state=AssignmentState.LEASED).exists()
+
+
+# --- The demo -------------------------------------------------------------------------------------
+
+
+def test_load_demo_imports_the_hand_written_contexts_once(db):
+    from annotation.demo import PROPOSAL_STUDY, PROPOSALS_FILE
+    from annotation.management.commands.load_demo import DEMO_ENDPOINTS
+
+    call_command("load_demo", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("load_demo", stdout=out)
+    assert "Demo studies: 0 created" in out.getvalue()
+    study = Study.objects.get(name=PROPOSAL_STUDY)
+    records = [json.loads(line) for line in PROPOSALS_FILE.read_text().splitlines()]
+    assert study.kind == "proposal_review" and study.overlap == 2
+    assert set(study.items.values_list("key", flat=True)) == {r["context_id"] for r in records}
+    assert set(study.raters.values_list("user__username", flat=True)) == {
+        "annotator1",
+        "annotator2",
+    }
+    demo_models = {name for name, _ in DEMO_ENDPOINTS}
+    sources = {p["source"] for r in records for p in r["proposals"]}
+    silent = {m for r in records for m in r.get("silent", [])}
+    assert sources | silent <= demo_models and silent
+    assert any(len(r["proposals"]) == 3 for r in records)

@@ -201,6 +201,13 @@ DEMO_ANSWERS = {
     "adjudication": lambda n: {"verdict": ("PARTIAL", "FAIL")[n % 2]},
     "failure_mode": lambda n: {"label": ("generic_closing", "other")[n % 2], "note": "x"},
     "dialogue_audit": lambda n: {**AUDIT_YES, "decision": "pass"},
+    # Proposal review: fields by screen position (a context has two or three), or reject all.
+    "proposal_review": lambda n: (
+        {"reject_all": "1"}
+        if n % 3 == 2
+        else {"proposal_1": "accept", "proposal_2": ("reject", "accept")[n % 2]}
+        | {"proposal_3": "reject"}
+    ),
 }
 STUDY_SECTIONS = {
     "pairwise": {"preference", "preference-raters", "human-agreement"},
@@ -208,6 +215,12 @@ STUDY_SECTIONS = {
     "adjudication": {"human-agreement"},
     "failure_mode": {"failure-modes", "human-agreement"},
     "dialogue_audit": {"human-agreement"},
+    "proposal_review": {
+        "proposal-acceptance",
+        "proposal-decisions",
+        "proposal-agreement",
+        "human-agreement",
+    },
 }
 
 
