@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from django.urls import reverse
 
-from annotation.models import Assignment
+from annotation.models import Answer, Assignment
 from benchmark.models import (
     Condition,
     EvaluationRun,
@@ -16,6 +16,7 @@ from benchmark.models import (
     ModelEndpoint,
 )
 from tests.annotation.test_workspace_pages import HTMX, key_of, token_of
+from tests.proposal_review import import_contexts
 
 pytestmark = pytest.mark.django_db
 
@@ -157,3 +158,59 @@ def test_a_reply_with_a_script_stays_inert_and_its_evidence_is_still_marked(
         assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
         if kind == "adjudication":
             assert re.search(r'<mark class="evidence judge-[ab][^"]*">&lt;script&gt;', html)
+
+
+# --- Proposal review ------------------------------------------------------------------------------
+
+SECRET_CONTEXTS = [
+    {
+        "context_id": f"ctxkey-zephyr-{n}",
+        "events": [
+            {"time": "2026-03-02T09:00:00", "kind": "user activity", "text": "Opens the list"},
+            {"time": "2026-03-02T09:01:00", "text": "Adds “tent” to it"},
+        ],
+        "proposals": [
+            {"id": "pid-zephyr-a", "source": "zephyr-secret-large", "text": "Sort the list"},
+            {"id": "pid-quartz-b", "source": "quartz-hidden-mini", "text": "Check the weather"},
+        ],
+        "silent": ["onyx-covert-medium"],
+    }
+    for n in range(3)
+]
+
+
+def test_nothing_an_annotator_reaches_in_a_proposal_review_reveals_a_source(
+    run, make_study, make_annotators, client
+):
+    """An imported study (sources, proposal ids and context ids that name models) and one made
+    from the run (its models' replies): every page, answer and undo is blind."""
+    users = make_annotators(2)
+    imported = import_contexts(SECRET_CONTEXTS, users, overlap=2)
+    from_run = make_study("proposal_review", annotators=users, condition=Condition.VANILLA)
+    secrets_of_file = ["onyx-covert-medium", "pid-zephyr", "pid-quartz", "ctxkey"]
+    for study in (imported, from_run):
+        for user in users:
+            client.force_login(user)
+            response = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+            pages = [client.get(reverse("annotation:home")), response]
+            while token := token_of(response):
+                pages.append(client.get(reverse("annotation:item", args=[study.pk, token])))
+                response = client.post(
+                    reverse("annotation:answer", args=[study.pk, token]),
+                    {"idempotency_key": key_of(response), "proposal_1": "accept"}
+                    | {"proposal_2": "reject"},
+                    headers=HTMX,
+                )
+                pages.append(response)
+            pages.append(client.post(reverse("annotation:undo", args=[study.pk]), headers=HTMX))
+            for page in pages:
+                assert_blind(page, run, study.name)
+                text = page.content.decode().lower()
+                for secret in secrets_of_file:
+                    assert secret not in text, f"{study.name} reveals {secret!r}"
+                # The form speaks in positions: never a proposal's id as a field or a value.
+                assert not re.search(r'name="proposal_(?!\d+")', text)
+                assert not re.search(r'value="p\d"', text)
+        # Every context answered by both (then each one's last undone), so every page was seen.
+        answers = Answer.objects.filter(assignment__item__study=study)
+        assert answers.count() == 2 * study.items.count()

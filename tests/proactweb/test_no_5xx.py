@@ -88,7 +88,7 @@ def _query_parameters() -> list[str]:
     from stats.forms import DashboardFilterForm
     from stats.viewer import TriggerFilterForm
 
-    names = {"page", "archived", "format", "next"}
+    names = {"page", "archived", "format", "next", "_from_kind"}
     for form in (
         DialogueFilterForm,
         DashboardFilterForm,

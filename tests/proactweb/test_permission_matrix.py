@@ -87,6 +87,7 @@ EXPECTED: dict[str, dict[str, int]] = {
     "annotation:study_detail": STAFF_LIKE,
     "annotation:rater_exclusion": row(LOGIN, NOT_FOUND, 405, 405),
     "admin:annotation_study_import": ADMIN,
+    "admin:annotation_study_import_proposals": ADMIN,
     # Archive / Unarchive buttons: POST only; a GET goes back to the study's page.
     r"admin:annotation_study_(archive|unarchive)": row(LOGIN, LOGIN, LOGIN, 302),
     # Asked for with the rater's study, which has answers: never deleted, only archived.
@@ -99,6 +100,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     # Every statistics table, asked for as the leaderboard (tests/stats/test_api.py asks each).
     "stats_api:table": API,
     "stats_api:raw-export": API,
+    # Reward-model training data from proposal review (every such study when none is named).
+    "stats_api:proposal-export": API,
     "stats_api:schema": API,
     "stats_api:docs": API,
     # The admin.
@@ -284,6 +287,7 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
         "admin:benchmark_curationjob_progress": [CurationJob.objects.get().pk],
         "admin:benchmark_curationjob_action": [CurationJob.objects.get().pk, "cancel"],
         "stats_api:raw-export": ["judgments", "csv"],
+        "stats_api:proposal-export": ["proposal-labels"],
         "stats_api:table": ["leaderboard"],
         "stats:run_triggers": [run.pk],
         "stats:trigger_detail": [run.pk, run.units.order_by("pk").first().trigger_id],
