@@ -24,6 +24,19 @@ The direct-rating study's human agreement (Study 1's table) is timed beside it.
     DATABASE_URL=postgres://…/scratch python bench/stats.py   # a scratch PostgreSQL database
 
 Ends with ``RESULT dashboard_s= export_rows_per_s= export_peak_rss_mb= …``.
+
+Proposal review (issue #17), its own part (``--only proposals`` runs it alone, without the
+corpus and the runs): a closed proposal-review study of 5,000 proposals × 3 decisions (1,250
+contexts of five events, four proposals each from six models, the other two silent; 30
+raters, one excluded), written as rows. Targets: each of its tables (acceptance, decisions
+vs the majority labels, agreement; 10,000-resample bootstrap CIs) in ≤ 1 s, database reads
+included, each with a request of its own; the reward-model labels export streamed through the
+API at ≥ 50,000 rows/s with flat memory (the same export of a 50,000-proposal study, each in a
+process of its own: the peak RSS does not grow with the row count); each export is streamed
+three times and the fastest reported, with the web process's CPU time for it. The database's planner
+statistics are refreshed after the bulk load (``ANALYZE``), as autovacuum would within a minute.
+
+    python bench/stats.py --only proposals   # ends with RESULT proposal_tables_max_s= …
 """
 
 import argparse
@@ -372,6 +385,270 @@ def _export(run_name: str) -> dict:
     }
 
 
+# --- Proposal review (issue #17) -----------------------------------------------------------
+
+N_PROPOSALS, BIG_PROPOSALS, PROPOSAL_VOTES = 5_000, 50_000, 3
+PROPOSAL_STUDIES = {
+    "small": ("bench proposal review", N_PROPOSALS),
+    "big": ("bench proposal review (export)", BIG_PROPOSALS),
+    "empty": ("bench proposal review (empty)", 0),
+}
+PROPOSAL_TABLES = ("proposal-acceptance", "proposal-decisions", "proposal-agreement")
+
+
+def _proposal_setup() -> dict:
+    """Child process: migrate, then (again) the three proposal-review studies of the module
+    docstring, as rows: returns the numbers written."""
+    _django()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from annotation.models import Answer, Assignment, Rater, Study, StudyItem
+
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    names = [name for name, _ in PROPOSAL_STUDIES.values()]
+    for model, lookup in (
+        (Answer, "assignment__item__study__name__in"),
+        (Assignment, "item__study__name__in"),
+        (StudyItem, "study__name__in"),
+        (Rater, "study__name__in"),
+        (Study, "name__in"),
+    ):
+        model.objects.filter(**{lookup: names}).delete()
+    written = {
+        size: _proposal_study(name, n, seed=n) for size, (name, n) in PROPOSAL_STUDIES.items()
+    }
+    # The planner's statistics, as autovacuum would have them a minute after a bulk load:
+    # without them PostgreSQL guesses a handful of live answers and scans them all per chunk.
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return {**written, "setup_s": round(time.perf_counter() - started, 1)}
+
+
+def _proposal_study(name: str, n_proposals: int, *, seed: int) -> int:
+    """One closed proposal-review study of ``n_proposals`` (see the module docstring); returns
+    the answers written. Each model has its own acceptance odds, each rater a little noise."""
+    from datetime import UTC, datetime, timedelta
+
+    import numpy as np
+
+    from annotation.kinds.proposal_review import ReviewLabel
+    from annotation.models import (
+        Answer,
+        Assignment,
+        AssignmentState,
+        Rater,
+        Study,
+        StudyItem,
+        StudyStatus,
+    )
+
+    rng = np.random.default_rng(seed)
+    models = [f"bench-proposer-{m}" for m in range(6)]
+    accept_odds = np.linspace(0.25, 0.7, len(models))
+    study = Study.objects.create(
+        name=name, kind="proposal_review", status=StudyStatus.CLOSED, overlap=PROPOSAL_VOTES
+    )
+    raters = Rater.objects.bulk_create(
+        Rater(study=study, external_id=f"R{r:02d}", excluded=r == 7) for r in range(30)
+    )
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+    words = "opens the budget sheet types a total searches trains mails the team lead".split()
+    answers = 0
+    for first in range(0, n_proposals // 4, 500):  # 500 contexts at a time: flat memory
+        items, chosen = [], []
+        for c in range(first, min(first + 500, n_proposals // 4)):
+            proposing = rng.permutation(len(models))[:4]
+            proposals = [
+                {"id": f"p{n}", "source": models[m], "text": " ".join(rng.choice(words, 20))}
+                for n, m in enumerate(proposing)
+            ]
+            events = [
+                {
+                    "time": f"2026-03-02T09:{e:02d}:00",
+                    "kind": "user activity",
+                    "text": " ".join(rng.choice(words, 14)),
+                }
+                for e in range(5)
+            ]
+            items.append(
+                StudyItem(
+                    study=study,
+                    position=c,
+                    key=f"ctx-{c:06d}",
+                    payload={
+                        "context_id": f"ctx-{c:06d}",
+                        "events": events,
+                        "proposals": proposals,
+                        "silent": [m for i, m in enumerate(models) if i not in proposing],
+                        "sides": [p["id"] for p in proposals],
+                    },
+                    required_answers=PROPOSAL_VOTES,
+                    completed_answers=PROPOSAL_VOTES,
+                )
+            )
+            chosen.append(proposing)
+        StudyItem.objects.bulk_create(items, batch_size=500)
+        assignments = Assignment.objects.bulk_create(
+            (
+                Assignment(
+                    item=item,
+                    rater=raters[(c * PROPOSAL_VOTES + j) % len(raters)],
+                    state=AssignmentState.DONE,
+                    display={"order": item.payload["sides"]},
+                    leased_at=start,
+                    lease_expires_at=start,
+                    completed_at=start,
+                )
+                for c, item in enumerate(items)
+                for j in range(PROPOSAL_VOTES)
+            ),
+            batch_size=2000,
+        )
+        rows = []
+        for n, assignment in enumerate(assignments):
+            proposing = chosen[n // PROPOSAL_VOTES]
+            accepted = rng.random(4) < accept_odds[proposing]
+            reject_all = not accepted.any() and rng.random() < 0.5
+            decisions = {f"p{i}": "accept" if ok else "reject" for i, ok in enumerate(accepted)}
+            label = (
+                ReviewLabel.REJECT_ALL
+                if reject_all
+                else ReviewLabel.SOME_ACCEPTED
+                if accepted.any()
+                else ReviewLabel.NONE_ACCEPTED
+            )
+            at = start + timedelta(seconds=first * PROPOSAL_VOTES + n)
+            rows.append(
+                Answer(
+                    assignment=assignment,
+                    idempotency_key=f"bench-{study.pk}-{first}-{n}",
+                    label=label.value,
+                    details={"decisions": decisions, "reject_all": reject_all},
+                    display=assignment.display,
+                    started_at=at,
+                    submitted_at=at,
+                    received_at=at,
+                    time_on_item_s=float(rng.integers(15, 200)),
+                )
+            )
+        Answer.objects.bulk_create(rows, batch_size=2000)
+        answers += len(rows)
+    return answers
+
+
+def _proposal_tables() -> dict:
+    """Child process: each proposal-review table of the 5,000-proposal study, each with a
+    request of its own (database reads included), warm, median of 3."""
+    _django()
+    from annotation.models import Study
+    from stats import tables
+    from stats.selectors import TableRequest
+
+    study = Study.objects.get(name=PROPOSAL_STUDIES["small"][0])
+    out: dict = {}
+    for name in PROPOSAL_TABLES:
+        tables.build(name, TableRequest(study=study.pk))  # warm: imports, first query
+        timings = []
+        for _ in range(3):
+            started = time.perf_counter()
+            table = tables.build(name, TableRequest(study=study.pk))
+            timings.append(time.perf_counter() - started)
+        out[name] = round(statistics.median(timings), 3)
+    decisions = tables.build("proposal-decisions", TableRequest(study=study.pk)).rows
+    out["pooled_f1"] = round(next(r["f1"] for r in decisions if r["model"] == "POOLED"), 4)
+    out["proposals"] = table.rows[0]["n_proposals"]
+    out["decisions"] = table.rows[0]["n_decisions"]
+    return out
+
+
+def _proposal_export(size: str) -> dict:
+    """Child process: stream the reward-model labels export of one study through the API
+    view three times; count lines and bytes; report the fastest of the three (the one least
+    slowed by whatever else the machine runs), this process's CPU time for it, and the
+    process's peak RSS after all three."""
+    _django()
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    from annotation.models import Study
+
+    user, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True}
+    )
+    client = APIClient(HTTP_HOST="localhost")
+    client.force_authenticate(user)
+    url = "/api/v1/exports/proposal-labels.jsonl?study={}"
+    empty = Study.objects.get(name=PROPOSAL_STUDIES["empty"][0]).pk
+    b"".join(client.get(url.format(empty)).streaming_content)  # warm: URLconf, imports
+    before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    study = Study.objects.get(name=PROPOSAL_STUDIES[size][0]).pk
+    runs = []
+    for _ in range(3):
+        started, cpu = time.perf_counter(), time.process_time()
+        response = client.get(url.format(study))
+        size_bytes = lines = 0
+        for chunk in response.streaming_content:
+            size_bytes += len(chunk)
+            lines += chunk.count(b"\n")
+        runs.append((time.perf_counter() - started, time.process_time() - cpu))
+    elapsed, cpu = min(runs)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "rows": lines,
+        "mb": round(size_bytes / 1e6, 1),
+        "export_s": round(elapsed, 3),
+        "cpu_s": round(cpu, 3),
+        "rows_per_s": round(lines / elapsed),
+        "rss_before_mb": round(before_kb / 1024, 1),
+        "peak_rss_mb": round(peak_kb / 1024, 1),
+    }
+
+
+def _proposal_children(env: dict) -> dict:
+    """Run the proposal-review part's children (in the database ``env`` names)."""
+    return {
+        "setup": _child("proposal-setup", "1", env),
+        "timed": _child("proposal-tables", "1", env),
+        "small": _child("proposal-export", "small", env),
+        "big": _child("proposal-export", "big", env),
+    }
+
+
+def _proposal_report(results: dict) -> str:
+    """Print the proposal-review part's figures; return its RESULT fields."""
+    setup, timed, small, big = (results[k] for k in ("setup", "timed", "small", "big"))
+    print(
+        f"\nProposal review ({setup['small']:,} + {setup['big']:,} answers of three decisions "
+        f"each written in {setup['setup_s']} s)\n"
+    )
+    print(
+        f"| proposal-review tables, {timed['proposals']:,} proposals × {PROPOSAL_VOTES} "
+        "decisions (own request each, warm, median of 3) | seconds |\n| --- | ---: |"
+    )
+    for name in PROPOSAL_TABLES:
+        print(f"| {name} (10,000-resample CIs) | {timed[name]:.3f} |")
+    print(
+        "\n| reward-model labels export (API, JSONL; fastest of 3) | rows | MB | seconds | "
+        "rows/s | web process CPU s | RSS before | peak RSS |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )
+    for label, r in (("5,000 proposals", small), ("50,000 proposals", big)):
+        print(
+            f"| {label} | {r['rows']:,} | {r['mb']} | {r['export_s']} | {r['rows_per_s']:,} | "
+            f"{r['cpu_s']} | {r['rss_before_mb']} MB | {r['peak_rss_mb']} MB |"
+        )
+    print(f"\n(load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    slowest = max(timed[name] for name in PROPOSAL_TABLES)
+    growth = big["peak_rss_mb"] - small["peak_rss_mb"]
+    return (
+        f"proposal_tables_max_s={slowest} proposal_export_rows_per_s={small['rows_per_s']} "
+        f"proposal_export_big_rows_per_s={big['rows_per_s']} "
+        f"proposal_export_rss_growth_mb={growth:.1f} proposal_pooled_f1={timed['pooled_f1']}"
+    )
+
+
 def _child(mode: str, arg: str, env: dict) -> dict:
     result = subprocess.run(
         [sys.executable, __file__, f"--{mode}", arg],
@@ -390,7 +667,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for flag in ("--setup", "--dashboard", "--export"):
         parser.add_argument(flag, help=argparse.SUPPRESS)
+    for flag in ("--proposal-setup", "--proposal-tables", "--proposal-export"):
+        parser.add_argument(flag, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only", choices=["proposals"], help="run one part alone (proposal review: issue #17)"
+    )
     args = parser.parse_args()
+    if args.proposal_setup:
+        print(json.dumps(_proposal_setup()))
+        return
+    if args.proposal_tables:
+        print(json.dumps(_proposal_tables()))
+        return
+    if args.proposal_export:
+        print(json.dumps(_proposal_export(args.proposal_export)))
+        return
+    database = (
+        "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+    )
+    if args.only == "proposals":
+        with tempfile.TemporaryDirectory(prefix="proactbench-bench-stats-") as tmp:
+            results = _proposal_children({**os.environ, "PROACTWEB_VAR_DIR": tmp})
+        print(f"\nRESULT {_proposal_report(results)} database={database}")
+        return
     if args.setup:
         print(json.dumps(_setup(Path(args.setup))))
         return
@@ -412,9 +711,7 @@ def main() -> None:
         dashboard = _child("dashboard", "1", env)
         small = _child("export", "bench dashboard run", env)
         full = _child("export", "all", env)
-    database = (
-        "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
-    )
+        proposal_results = _proposal_children(env)
     print(
         f"\nStatistics benchmark ({database}; {setup['judgments']:,} judgments and "
         f"{setup['votes']:,} human answers written in {setup['setup_s']} s)\n"
@@ -452,11 +749,12 @@ def main() -> None:
             f"{r['rss_before_mb']} MB | {r['peak_rss_mb']} MB |"
         )
     growth = full["peak_rss_mb"] - small["peak_rss_mb"]
+    proposals = _proposal_report(proposal_results)
     print(
         f"\nRESULT dashboard_s={dashboard['dashboard_s']} export_rows_per_s={full['rows_per_s']} "
         f"export_peak_rss_mb={full['peak_rss_mb']} export_rows={full['rows']} "
         f"export_rss_growth_mb={growth:.1f} all_panels_s={dashboard['all_panels_s']} "
-        f"human_agreement_s={dashboard['human_agreement_s']} "
+        f"human_agreement_s={dashboard['human_agreement_s']} {proposals} "
         f"database={database}"
     )
 
