@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 from django.db.models import Q
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KT, KeyTextTransform
 
 from annotation.kinds.proposal_review import KIND as PROPOSAL_REVIEW
 from annotation.models import Answer, Study, StudyItem
@@ -35,7 +35,7 @@ from benchmark.vocabulary import PROPOSAL_LABEL_OF_CODE, ProposalDecision, Propo
 from stats.compute.proposals import majority_codes
 from stats.tables import Column
 
-CHUNK = 500  # contexts per chunk of text
+CHUNK = 250  # contexts per chunk of text (about 1 MB)
 FETCH = 2000  # rows per round trip of each query
 FORMATS = ("labels", "pairs")
 LABEL_KEYS = (
@@ -83,9 +83,11 @@ def _items(study_id: int | None) -> Iterator[tuple]:
     cursor on PostgreSQL): id, study, key, the proposals (JSON text), and the context's events
     or conversation as the JSON text the database holds (written into the lines as they are,
     never parsed)."""
-    items = StudyItem.objects.filter(study__kind=PROPOSAL_REVIEW.key)
+    # One study's kind is checked before (``check_study``): no join to read it again.
     if study_id is not None:
-        items = items.filter(study_id=study_id)
+        items = StudyItem.objects.filter(study_id=study_id)
+    else:
+        items = StudyItem.objects.filter(study__kind=PROPOSAL_REVIEW.key)
     return (
         items.annotate(
             proposals_json=KT("payload__proposals"),
@@ -101,20 +103,25 @@ def _items(study_id: int | None) -> Iterator[tuple]:
 def _answers(study_id: int | None, include_excluded: bool) -> Iterator[tuple]:
     """The counted answers (live; excluded raters' left out unless asked) in item order, from
     one query read as it goes: item id, its decisions (JSON text), and its "reject all" flag
-    (``true`` / ``false`` on PostgreSQL, ``1`` / ``0`` on SQLite)."""
-    answers = Answer.objects.filter(
-        assignment__item__study__kind=PROPOSAL_REVIEW.key, retracted_at__isnull=True
-    )
+    (``true`` / ``false`` on PostgreSQL, ``1`` / ``0`` on SQLite). Asked from the items' side
+    (one ``filter`` call: every condition on the same answer), so that the plans walk the
+    study's items in id order down to their answers rather than every study's assignments."""
     if study_id is not None:
-        answers = answers.filter(assignment__item__study_id=study_id)
+        items = StudyItem.objects.filter(study_id=study_id)
+    else:
+        items = StudyItem.objects.filter(study__kind=PROPOSAL_REVIEW.key)
+    answer = {"assignments__answers__isnull": False, "assignments__answers__retracted_at": None}
     if not include_excluded:
-        answers = answers.filter(assignment__rater__excluded=False)
+        answer["assignments__rater__excluded"] = False
+    details = "assignments__answers__details"
     return (
-        answers.annotate(
-            decisions_json=KT("details__decisions"), reject_all=KT("details__reject_all")
+        items.filter(**answer)
+        .annotate(
+            decisions_json=KeyTextTransform("decisions", details),
+            reject_all=KeyTextTransform("reject_all", details),
         )
-        .order_by("assignment__item_id")
-        .values_list("assignment__item_id", "decisions_json", "reject_all")
+        .order_by("pk")
+        .values_list("pk", "decisions_json", "reject_all")
         .iterator(chunk_size=FETCH)
     )
 
@@ -182,8 +189,10 @@ def reward_lines(
     what: str, *, study_id: int | None = None, include_excluded: bool = False
 ) -> Iterator[str]:
     """The ``labels`` or ``pairs`` export as text chunks of JSON lines (one chunk per CHUNK
-    contexts). Each line is assembled from its values' JSON; the context is the database's own
-    JSON text, the same in every line of its context."""
+    contexts) of ``study_id`` — a proposal-review study: ``check_study`` it first, as nothing
+    here can report an error once the lines are being sent — or of every such study. Each
+    line is assembled from its values' JSON; the context is the database's own JSON text, the
+    same in every line of its context."""
     if what not in FORMATS:
         raise ExportInputError(f"the reward-model export is {' or '.join(FORMATS)}, not {what!r}")
     for chunk in _contexts(study_id, include_excluded):
