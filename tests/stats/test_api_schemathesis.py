@@ -29,7 +29,7 @@ from schemathesis.generation import GenerationMode
 from annotation.models import Study
 from proactweb.wsgi import application
 from stats import tables
-from stats.api import TableQuerySerializer
+from stats.api import ProposalExportQuerySerializer, TableQuerySerializer
 
 pytestmark = pytest.mark.django_db
 
@@ -89,9 +89,12 @@ def test_the_schema_documents_every_query_parameter_the_views_read():
         for path, op in schema["paths"].items()
     }
     table_reads = set(TableQuerySerializer().fields) | {"format"}
+    proposal_export_reads = set(ProposalExportQuerySerializer().fields) | {"format"}
     for path, names in documented.items():
         if path.startswith("/api/v1/tables/"):
             assert names == table_reads, path
+        elif path == "/api/v1/exports/{name}.jsonl":  # reward-model data (proposal review)
+            assert names == proposal_export_reads, path
         else:
             assert names == {"run", "study", "format"}, path
 

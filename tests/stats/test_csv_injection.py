@@ -63,11 +63,38 @@ def hostile(studies, study_run):  # noqa: F811
             for check in checklist.values():
                 check["note"] = LEAK
         answer.save(update_fields=["note", "details"])
+    proposals = _hostile_proposal_review(studies[0].raters.first().user)
     Study.objects.update(name=Concat(Value("=cmd|"), F("name")))
     EvaluationRun.objects.update(name=Concat(Value("-"), F("name")))
     Dialogue.objects.update(unique_id_eval=Concat(Value("+"), F("unique_id_eval")))
     get_user_model().objects.update(username=Concat(Value("-"), F("username")))
-    return studies
+    return (*studies, proposals)
+
+
+def _hostile_proposal_review(user) -> Study:
+    """A proposal-review study (imported: its context ids, proposal ids, sources and texts are
+    what a file says), answered once, with hostile text in all of them."""
+    from tests.proposal_review import answer_all, import_contexts
+
+    study = import_contexts(
+        [
+            {
+                "context_id": HOSTILE[i],
+                "events": [{"time": "2026-03-02T09:00:00", "kind": "@SUM(1)", "text": LEAK}],
+                "proposals": [
+                    {"id": HOSTILE[i], "source": LEAK, "text": HOSTILE[1]},
+                    {"id": "b", "source": HOSTILE[2], "text": HOSTILE[3]},
+                ],
+                "silent": [HOSTILE[4]],
+            }
+            for i in range(2)
+        ],
+        [user],
+        overlap=1,
+        name="Suggestions",
+    )
+    answer_all(study, user, lambda key: {key: "accept", "b": "reject"})
+    return study
 
 
 def _table_urls(spec, run, studies_):

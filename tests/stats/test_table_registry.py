@@ -150,6 +150,9 @@ def test_registration_order_is_the_listed_modules_order():
         "failure-modes",
         "failure-modes-llm",
         "failure-modes-llm-vs-human",
+        "proposal-acceptance",
+        "proposal-decisions",
+        "proposal-agreement",
         "human-agreement",
         "judge-human-alignment",
     ]
