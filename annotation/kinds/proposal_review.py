@@ -16,13 +16,13 @@ proposals are "Proposal 1…n" in an order that rotates between an item's raters
 An answer stores each proposal's decision by proposal id (``details["decisions"]``) and
 whether it was "reject all" (``details["reject_all"]``); its label says what it amounts to
 (``ReviewLabel``). What a proposal's annotators decide together — its majority label — is the
-statistics' business (``stats/compute/proposals.py``, docs/statistics.md).
+statistics' business (``stats/compute/proposals.py``, docs/statistics.md). The votes export
+has no column of this kind's own: each decision is a row of the ``proposal-votes`` export.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from django import forms
 from django.db import models
@@ -302,9 +302,6 @@ class ProposalReview(StudyKind):
                 detail=f"over {n_proposals} proposal(s) with 2+ decisions",
             ),
         ]
-
-    def vote_values(self, details: dict, display: dict) -> dict[str, Any]:
-        return {}  # each decision is a row of the proposal-votes export (stats/exports.py)
 
 
 KIND = register(ProposalReview())

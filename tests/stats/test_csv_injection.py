@@ -22,6 +22,7 @@ from annotation.models import Answer, Study
 from benchmark.models import Dialogue, EvaluationRun, Judgment, ModelEndpoint
 from stats import exports, tables
 from stats.exports import RAW_EXPORTS, csv_value
+from tests.proposal_review import answer_all, import_contexts
 from tests.stats.test_study_exports import studies  # noqa: F401  (the fixture, shared)
 
 pytestmark = pytest.mark.django_db
@@ -74,8 +75,6 @@ def hostile(studies, study_run):  # noqa: F811
 def _hostile_proposal_review(user) -> Study:
     """A proposal-review study (imported: its context ids, proposal ids, sources and texts are
     what a file says), answered once, with hostile text in all of them."""
-    from tests.proposal_review import answer_all, import_contexts
-
     study = import_contexts(
         [
             {
