@@ -163,6 +163,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
             except run_service.RunActionError as exc:
                 messages.warning(request, f"{run}: {exc}")
             else:
+                _audit(request, run, AuditAction.CANCEL)
                 messages.info(request, f"{run}: cancelling — no new calls are made.")
 
     @admin.action(description="Resume selected runs")
