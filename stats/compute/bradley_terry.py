@@ -143,9 +143,9 @@ def pair_counts(battles: Battles) -> PairCounts:
         found, found_counts = np.unique(
             (np.minimum(a, b) * size + np.maximum(a, b)) * 3 + kind, return_counts=True
         )
-        cells, where = np.unique(np.concatenate([cells, found]), return_inverse=True)
-        counts = np.bincount(where, weights=np.concatenate([counts, found_counts]))
-        counts = counts.astype(np.int64)
+        merged, where = np.unique(np.concatenate([cells, found]), return_inverse=True)
+        weights = np.concatenate([counts, found_counts])
+        cells, counts = merged, np.bincount(where, weights=weights).astype(np.int64)
     pairs, pair_of_cell = np.unique(cells // 3, return_inverse=True)
     per_kind = np.zeros((pairs.size, 3), dtype=np.int64)
     per_kind[pair_of_cell, cells % 3] = counts
