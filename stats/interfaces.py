@@ -214,9 +214,9 @@ class FailureModeLabels:
 BATTLE_OUTCOMES: tuple[str, ...] = tuple(BattleWinner.values)
 BATTLE_OUTCOME_CODES: dict[str, int] = {winner: code for code, winner in enumerate(BATTLE_OUTCOMES)}
 
-# Rows are remapped to sorted source indices this many at a time, so that building the arrays
-# never holds a second full-length copy of them.
-_REMAP_CHUNK = 1 << 17
+# Battles are checked, and renumbered to sorted source indices, this many at a time: building
+# and checking the arrays never holds a full-length temporary beside them.
+_CHUNK = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -241,22 +241,27 @@ class Battles:
             raise ValueError("Battles.sources names a source twice")
         if not (self.a.shape == self.b.shape == self.outcome.shape) or self.a.ndim != 1:
             raise ValueError("Battles.a, .b and .outcome must be 1-d arrays of one length")
-        for name, values, upper in (
+        columns = (
             ("a", self.a, n_sources),
             ("b", self.b, n_sources),
             ("outcome", self.outcome, len(BATTLE_OUTCOMES)),
-        ):
+        )
+        for name, values, _ in columns:
             if values.dtype.kind not in "iu":
                 raise ValueError(f"Battles.{name} must hold integers, not {values.dtype}")
-            bad = np.flatnonzero((values < 0) | (values >= upper))
-            if bad.size:
-                raise ValueError(
-                    f"battle {bad[0] + 1}: {name} = {values[bad[0]]} is outside 0..{upper - 1}"
-                )
-        same = np.flatnonzero(self.a == self.b)
-        if same.size:
-            source = self.sources[self.a[same[0]]]
-            raise ValueError(f"battle {same[0] + 1}: {source!r} against itself")
+        for start in range(0, self.a.size, _CHUNK):
+            part = slice(start, start + _CHUNK)
+            for name, values, upper in columns:
+                bad = np.flatnonzero((values[part] < 0) | (values[part] >= upper))
+                if bad.size:
+                    k = start + bad[0]
+                    raise ValueError(
+                        f"battle {k + 1}: {name} = {values[k]} is outside 0..{upper - 1}"
+                    )
+            same = np.flatnonzero(self.a[part] == self.b[part])
+            if same.size:
+                k = start + same[0]
+                raise ValueError(f"battle {k + 1}: {self.sources[self.a[k]]!r} against itself")
 
     def __len__(self) -> int:
         return int(self.a.size)
@@ -295,8 +300,8 @@ class Battles:
         renumber = np.empty(len(sources), dtype=np.int32)
         renumber[[index[source] for source in sources]] = np.arange(len(sources), dtype=np.int32)
         a_codes, b_codes = _int_array(a), _int_array(b)
-        for start in range(0, a_codes.size, _REMAP_CHUNK):
-            part = slice(start, start + _REMAP_CHUNK)
+        for start in range(0, a_codes.size, _CHUNK):
+            part = slice(start, start + _CHUNK)
             a_codes[part] = renumber[a_codes[part]]
             b_codes[part] = renumber[b_codes[part]]
         return cls(sources=tuple(sources), a=a_codes, b=b_codes, outcome=_int_array(outcome))

@@ -431,6 +431,10 @@ def test_battles_built_from_arrays_are_checked():
         build([0, 1], [1, 1], [0, 0])
     with pytest.raises(ValueError, match="one length"):
         build([0, 1], [1], [0, 0])
+    with pytest.raises(ValueError, match="Battles.outcome must hold integers, not float64"):
+        Battles(
+            sources=("x", "y"), a=np.zeros(1, np.int32), b=np.ones(1, np.int32), outcome=np.zeros(1)
+        )
     with pytest.raises(ValueError, match="names a source twice"):
         build([0], [1], [0], sources=("x", "x"))
 
@@ -448,15 +452,24 @@ def test_pair_counts_are_the_same_whatever_the_chunk_size(monkeypatch):
     assert (whole.wins_i[first], whole.wins_j[first], whole.ties[first]) == (18, 9, 6)
 
 
-def test_from_records_renumbers_in_chunks(monkeypatch):
+def test_from_records_renumbers_and_checks_in_chunks(monkeypatch):
     import stats.interfaces as interfaces
 
     records = _fixed_records()
     whole = Battles.from_records(records)
-    monkeypatch.setattr(interfaces, "_REMAP_CHUNK", 5)
+    monkeypatch.setattr(interfaces, "_CHUNK", 5)
     chunked = Battles.from_records(records)
     assert chunked.sources == whole.sources
     assert np.array_equal(chunked.a, whole.a) and np.array_equal(chunked.b, whole.b)
+    # the bad entry is found, and named, in a later chunk
+    b = whole.b.copy()
+    b[12] = whole.a[12]
+    with pytest.raises(ValueError, match="battle 13: .* against itself"):
+        Battles(sources=whole.sources, a=whole.a, b=b, outcome=whole.outcome)
+    outcome = whole.outcome.copy()
+    outcome[17] = 9
+    with pytest.raises(ValueError, match="battle 18: outcome = 9 is outside 0..3"):
+        Battles(sources=whole.sources, a=whole.a, b=whole.b, outcome=outcome)
 
 
 @pytest.mark.parametrize(
