@@ -14,9 +14,9 @@
   maximum-likelihood estimate does not exist when some group of sources never lost (a tie
   counts as half a loss) to the rest (Ford 1957), e.g. a source that won every battle, in the
   data or in one bootstrap resample — and it pulls a rating towards the mean by about
-  0.01 / (n·p(1−p)) of its distance, n the source's battles and p its typical chance of
-  winning (0.4 % for ten even battles): far inside its interval. Where the data leave a gap
-  unbounded, the result names the groups (``unbounded_groups``, ``notes()``).
+  prior_sd⁻² / (n·p(1−p)) of its distance, n the source's battles and p its typical chance of
+  winning (at the default, 0.4 % for ten even battles): far inside its interval. Where the
+  data leave a gap unbounded, the result names the groups (``unbounded_groups``, ``notes()``).
 - **Scale and anchor**: rating = base + 400·log10(e)·β (``RATING_PER_LOG_STRENGTH`` ≈ 173.72
   points per unit of β), so that P(i beats j) = 1 / (1 + 10^((R_j − R_i) / 400)): Chatbot
   Arena's SCALE 400, BASE 10, INIT_RATING 1000. β is identified by its mean: the mean rating is
