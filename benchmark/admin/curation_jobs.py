@@ -136,7 +136,9 @@ class CurationJobAdmin(admin.ModelAdmin):
         try:
             if action == "cancel":
                 jobs.curation_job_cancel(job_id=job.pk, via=AuditVia.ADMIN, actor=request.user)
-                messages.info(request, f"{job}: cancelling — each dialogue stops at its next turn.")
+                messages.info(
+                    request, f"{job}: cancelling — each dialogue stops before its next call."
+                )
             elif action == "resume":
                 count = jobs.curation_job_resume(
                     job_id=job.pk, via=AuditVia.ADMIN, actor=request.user
