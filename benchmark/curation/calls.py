@@ -10,8 +10,9 @@ come from the cache for free, and it pays only from the call it died in.
 
 The key is the evaluation's (``requests.cache_key``: endpoint, base URL, model, parameters —
 the endpoint's sampling parameters, which the provider would apply anyway, are put on the
-request so that they are part of it —, messages, sample index, salt). A job salts it with its
-id, so a job never replays another's dialogue; the sample index is the target's ``sample``.
+request so that they are part of it —, messages, sample index, salt). A job's target salts it
+with its own id, so no dialogue replays another's answers (the style-blind Planner is asked the
+same first question for a scenario in every style); the sample index is the target's ``sample``.
 No in-flight deduplication (``evaluation/inflight.py``): one target's calls are made one after
 another by the one task that holds its lease, so two identical calls are never in flight.
 """
@@ -39,7 +40,7 @@ class CallBook:
     one-dialogue task: their calls are recorded all the same)."""
     cache_salt: str | None = None
     """None: the cache is neither read nor written (a curation outside a job draws afresh every
-    time it is asked); otherwise the cache key's salt (a job's: ``curation-job-<id>``)."""
+    time it is asked); otherwise the cache key's salt (a job's: ``curation-target-<id>``)."""
     sample: int = 0
     """The cache key's sample index."""
     before_call: Callable[[], None] | None = None

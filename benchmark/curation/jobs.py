@@ -308,7 +308,9 @@ def target_curate(*, target_id: int) -> None:
 
     book = CallBook(
         job_id=job.pk,
-        cache_salt=f"curation-job-{job.pk}",
+        # Per target, not per job: the style-blind Planner's first request is the same for a
+        # scenario in every style, and two dialogues must not share a sample.
+        cache_salt=f"curation-target-{target.pk}",
         sample=target.sample,
         before_call=lambda: target_heartbeat(target_id=target_id, token=token),
     )

@@ -341,6 +341,24 @@ def test_a_target_that_fails_its_checks_draws_a_fresh_sample_on_resume(
     assert keys < set(paid) and len(set(paid) - keys) == CALLS  # none of the 6 replayed
 
 
+def test_two_targets_asked_the_same_question_do_not_share_its_cached_answer(
+    demo, django_capture_on_commit_callbacks, monkeypatch
+):
+    """The style-blind Planner's first request for a scenario is the same in every style (while
+    the scenario is unchanged: here style 1's worker dies before its dialogue is saved). Each
+    target draws its own answer: style 2 has none recorded, so it fails at the Planner's first
+    call instead of being served style 1's from the cache."""
+    job = _launch(django_capture_on_commit_callbacks, 1, 2)
+    first, second = job.targets.order_by("style__index")
+    _die_at_turn(monkeypatch, first, 2)
+    jobs.target_curate(target_id=second.pk)
+    second.refresh_from_db()
+    assert second.state == TargetState.FAILED
+    assert "nothing recorded for curation agent=planner" in second.error
+    assert "turn=1" in second.error
+    assert ProviderCall.objects.filter(curation_job=job, ok=False).count() == 1
+
+
 def test_calls_outside_a_job_are_recorded_but_not_cached(demo):
     cached = ResponseCacheEntry.objects.count()
     call_command("curate", *COMMAND, stdout=io.StringIO())

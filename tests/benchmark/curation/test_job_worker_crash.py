@@ -190,3 +190,47 @@ def test_a_worker_killed_mid_dialogue_is_recovered_by_the_sweep_and_pays_nothing
         (AuditAction.LAUNCH, AuditVia.COMMAND, "tester"),
         (AuditAction.RESUME, AuditVia.SWEEP, "sweep"),
     ]
+
+
+def test_a_job_on_the_demos_replay_endpoints_curates_offline_on_a_real_worker(
+    queue,  # noqa: F811
+):
+    """What an admin gets after ``make run``: the demo's replay endpoints, a real worker running
+    the job's two targets at once. The style-blind Planner is asked the same first question in
+    both styles; each target draws its own answer (style 2 has none recorded), not the other's
+    from the cache."""
+    call_command("load_demo", "--no-users", stdout=io.StringIO())
+    demo = {e.name: e for e in ModelEndpoint.objects.filter(provider="replay")}
+    worker = _start_worker(queue)
+    try:
+        job = jobs.curation_job_launch(
+            name="offline",
+            planner=demo["demo-atlas-large"],
+            user_agent=demo["demo-birch-medium"],
+            assistant=demo["demo-cedar-small"],
+            targets=[
+                (
+                    Scenario.objects.get(key="DEMO_TRAVEL_01"),
+                    CommunicationStyle.objects.get(index=i),
+                )
+                for i in (1, 2)
+            ],
+            via=AuditVia.ADMIN,
+            actor_name="admin",
+        )
+        job_row = CurationJob.objects.filter(pk=job.pk)
+        _wait(lambda: job_row.get().finished_at is not None, 60, "the job to finish")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    done, failed = job.targets.order_by("style__index")
+    assert job_row.get().status == RunStatus.FAILED  # style 2 has no recordings
+    assert (done.state, done.claims, done.dialogue.unique_id_eval) == (TargetState.DONE, 1, NEW_ID)
+    assert_curated_from_the_recordings(done.dialogue)
+    assert failed.state == TargetState.FAILED
+    assert "nothing recorded for curation agent=planner" in failed.error
+    calls = ProviderCall.objects.filter(curation_job=job)
+    assert calls.filter(ok=True).count() == CALLS and calls.filter(ok=False).count() == 1
