@@ -336,7 +336,7 @@ class ProviderCallAdmin(admin.ModelAdmin):
     )
     list_filter = ("purpose", "ok", "endpoint")
     search_fields = ("request_id", "cache_key", "error")
-    raw_id_fields = ("run", "unit", "endpoint")
+    raw_id_fields = ("run", "unit", "curation_job", "endpoint")
 
     def has_add_permission(self, request):
         return False
