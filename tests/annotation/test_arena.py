@@ -4,9 +4,10 @@ the creation form, and the storage contract the battles and the ranking tables r
 
 import random
 from collections import Counter
-from itertools import combinations
+from itertools import combinations, count
 
 import pytest
+from django.db.models import Max
 from django.urls import reverse
 
 from annotation.kinds import arena
@@ -36,7 +37,7 @@ ZEPHYR, QUARTZ = (name for name, _, _ in MODELS)
 
 def second_run(run, *, name="Second run", models=(ZEPHYR,)) -> EvaluationRun:
     """Another finished run over the same triggers: the given models, vanilla only, each reply
-    its own text."""
+    its own text (naming nothing)."""
     other = EvaluationRun.objects.create(
         name=name,
         source=RunSource.IMPORTED,
@@ -47,17 +48,22 @@ def second_run(run, *, name="Second run", models=(ZEPHYR,)) -> EvaluationRun:
     endpoints = list(ModelEndpoint.objects.filter(name__in=models))
     other.endpoints.set(endpoints)
     other.dialogues.set(run.dialogues.all())
+    # Ids after the first run's (which no page number could be mistaken for; a blinding test
+    # looks for every unit id).
+    pks = count(EvaluationUnit.objects.aggregate(top=Max("pk"))["top"] + 1)
     EvaluationUnit.objects.bulk_create(
         EvaluationUnit(
+            pk=next(pks),
             run=other,
             trigger=trigger,
             endpoint=endpoint,
             condition=Condition.VANILLA,
             state=UnitState.DONE,
-            reply=f"{name}: a later reply at trigger {trigger.pk}.",
+            reply=f"Another reply, number {n}: ship the lamp ahead.",
         )
-        for trigger in Trigger.objects.all()
-        for endpoint in endpoints
+        for n, (trigger, endpoint) in enumerate(
+            (trigger, endpoint) for trigger in Trigger.objects.all() for endpoint in endpoints
+        )
     )
     return other
 
