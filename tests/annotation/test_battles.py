@@ -5,6 +5,7 @@ lines), and the round trip."""
 
 import io
 import json
+from datetime import datetime
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -28,11 +29,12 @@ from annotation.selectors import study_battles
 from annotation.services import battles
 from annotation.services.assignments import answer_submit, answer_undo, assignment_next
 from annotation.services.battles import BATTLE_FIELDS, battles_import
-from annotation.services.importer import StudyImportError
+from annotation.services.importer import StudyImportError, study_import
 from annotation.services.studies import rater_exclusion_set
 from benchmark.models import Condition
 from benchmark.vocabulary import BATTLE_SWAPPED, BattleWinner
 from tests.annotation.conftest import rater
+from tests.release import release_file
 
 pytestmark = pytest.mark.django_db
 
@@ -467,3 +469,51 @@ def test_the_admin_imports_battles_and_lists_bad_lines(client_for, admin_user):
     assert response.status_code == 302 and response.url.endswith(f"/{study.pk}/change/")
     assert study.name == "Arena battles" and study.created_by == admin_user
     assert Answer.objects.count() == len(SAMPLE)
+
+
+def test_the_release_pairwise_study_reads_as_the_battles_its_raters_clicked():
+    """Study 2 of the release, imported: each live rating is a battle between the item's
+    model's vanilla (Case A) and rubric-injected (Case B) reply, exported as its rater saw it —
+    model_a the case shown on the left (``ab_swap``), the winner the side clicked."""
+    items_path = release_file("pairwise_sample_items.sample.json")
+    ratings_path = release_file("pairwise_ratings.sample.jsonl")
+    with items_path.open("rb") as items, ratings_path.open("rb") as ratings:
+        study = study_import(
+            kind="pairwise",
+            items=(items_path.name, items),
+            ratings=[(ratings_path.name, ratings)],
+        )
+    items = {i["item_id"]: i for i in json.loads(items_path.read_text(encoding="utf-8"))}
+    latest: dict[tuple[str, str], dict] = {}
+    for rating in lines_of(ratings_path.read_text(encoding="utf-8")):
+        key = (rating["item_id"], rating["annotator_id"])
+        if key not in latest or rating["timestamp"] >= latest[key]["timestamp"]:
+            latest[key] = rating
+    expected = []
+    for rating in latest.values():
+        item = items[rating["item_id"]]
+        vanilla = f"{item['evaluated_model']} · vanilla"
+        injected = f"{item['evaluated_model']} · rubric-injected"
+        left, right = (injected, vanilla) if rating["ab_swap"] else (vanilla, injected)
+        when = datetime.fromisoformat(rating["timestamp"].replace("Z", "+00:00"))
+        expected.append(
+            {
+                "model_a": left,
+                "model_b": right,
+                "winner": {"left": "model_a", "right": "model_b", "tie": "tie"}[
+                    rating["choice_side"]
+                ],
+                "judge": rating["annotator_id"],
+                "question_id": rating["item_id"],  # no dialogue of the corpus: the item's id
+                "turn": item["recovery_turn"],
+                "tstamp": when.timestamp(),
+            }
+        )
+    exported = without_study(lines_of(export_command(study.pk)))
+
+    def order(record):
+        return record["question_id"], record["judge"]
+
+    assert sorted(exported, key=order) == sorted(expected, key=order)
+    again = import_text(jsonl(*exported))
+    assert without_study(lines_of(export_command(again.pk))) == exported
