@@ -271,9 +271,17 @@ VOTE_COLUMNS = (
     _c("turn", "int", "The trigger turn (1-based)."),
     _c("trigger_type", "str", "EMERGENT, CRITICAL or RECOVERY."),
     _c("model", "str", "The rated reply's model (endpoint handle)."),
-    _c("unit_id", "int", "The rated reply; for a pair, Case A (the vanilla reply)."),
-    _c("unit_b_id", "int", "Pairwise: Case B (the rubric-injected reply)."),
-    _c("condition", "str", "The rated reply's condition; for a pair, vanilla (Case A)."),
+    _c(
+        "unit_id",
+        "int",
+        "The rated reply; for a pair, Case A (the vanilla reply), or an arena item's side A.",
+    ),
+    _c("unit_b_id", "int", "Pairwise: Case B (the rubric-injected reply); arena: side B."),
+    _c(
+        "condition",
+        "str",
+        "The rated reply's condition; for a pair, vanilla (Case A), or side A's.",
+    ),
     _c("rater_id", "int", "The rater: one per person per study."),
     _c("annotator", "str", "The rater's username, or the release's annotator_id."),
     _c("rater_excluded", "bool", "The study excludes this rater from statistics (now)."),
@@ -282,9 +290,14 @@ VOTE_COLUMNS = (
         "label",
         "str",
         "The answer, normalised: pairwise A (vanilla) / B (rubric-injected) / tie, de-swapped; "
-        "audits pass / fail; verdicts PASS / PARTIAL / FAIL; a failure mode's name.",
+        "arena model_a / model_b / tie / tie (bothbad) for side A against B, de-swapped; audits "
+        "pass / fail; verdicts PASS / PARTIAL / FAIL; a failure mode's name.",
     ),
-    _c("position_chosen", "str", "Pairwise: the screen position chosen, 1, 2 or tie."),
+    _c(
+        "position_chosen",
+        "str",
+        "Pairwise and arena: the screen position chosen, 1, 2, tie (or arena bothbad).",
+    ),
     _c(
         "display_order",
         "str",

@@ -14,7 +14,7 @@ from annotation.kinds import arena
 from annotation.kinds.arena import ArenaAnswerForm, pair_schedule
 from annotation.models import Answer, Assignment, Study
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
-from annotation.services.studies import ItemDraft, StudyInputError
+from annotation.services.studies import ItemDraft, StudyInputError, check_study_text
 from benchmark.models import (
     Condition,
     EvaluationRun,
@@ -372,3 +372,17 @@ def test_the_study_page_sums_up_the_battles(
     text = html.content.decode()
     assert "Battles with a winner: <strong>1</strong> of 2" in text
     assert "(ties 0, both bad 1)" in text and "Response 1" in text
+
+
+def test_an_edit_naming_a_model_of_any_of_its_runs_is_refused(run, make_study):
+    """A study over several runs has no one run: the blinding rule for a later edit of its name
+    reads every run its selection recorded."""
+    umber = ModelEndpoint.objects.create(
+        name="umber-only-second", display_name="Umber Only", provider="replay", model_name="u-1"
+    )
+    other = second_run(run, models=(ZEPHYR, umber.name))
+    study = make_study("arena", runs=[run, other], conditions=[Condition.VANILLA])
+    assert study.run is None
+    errors = check_study_text(study=study, name="Umber or not?", instructions="")
+    assert "must not reveal" in " ".join(errors["name"]) and "umber" in " ".join(errors["name"])
+    assert check_study_text(study=study, name="Which is better?", instructions="") == {}
