@@ -1,6 +1,7 @@
 """Demo studies, one of each kind, for the demo annotators (``load_demo`` calls this): what
-``make run`` shows annotator1 and annotator2 on their work page (the proposal-review one from
-hand-written contexts, ``benchmark/demo_data/proposal_review.jsonl``). Beside them, one closed,
+``make run`` shows annotator1 and annotator2 on their work page (the arena: the demo run's three
+models, their vanilla replies; the proposal review: hand-written contexts,
+``benchmark/demo_data/proposal_review.jsonl``). Beside them, one closed,
 already answered failure-mode study (``demo_labelled_study_load``): two demo raters' recorded
 labels (``benchmark/demo_data/failure_mode_labels.jsonl``), so the classifier-vs-people table
 has data from the start without taking the annotators' own failure-mode study."""
@@ -14,7 +15,14 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from annotation.kinds import adjudication, dialogue_audit, direct_rating, failure_mode, pairwise
+from annotation.kinds import (
+    adjudication,
+    arena,
+    dialogue_audit,
+    direct_rating,
+    failure_mode,
+    pairwise,
+)
 from annotation.models import Rater, Study, StudyStatus
 from annotation.services.assignments import answer_submit, assignment_next
 from annotation.services.proposals import proposal_study_import
@@ -128,6 +136,19 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
             overlap=2,
             run=run,
             condition=Condition.VANILLA,
+            **common,
+        ),
+        StudySpec(
+            kind=arena.KIND.key,
+            name="Demo: which reply would you rather get?",
+            instructions=(
+                "Read the conversation, then both replies. Which one is the better next message "
+                "from the assistant? If both are fine say tie (0); if neither is, both bad (b)."
+            ),
+            overlap=2,
+            runs=[run],
+            conditions=[Condition.VANILLA],
+            per_pair=5,  # three models: three pairs, five triggers each
             **common,
         ),
     ]

@@ -73,6 +73,12 @@ def check_study(study_id: int | None) -> None:
         )
 
 
+def votes_check(filters: dict[str, Any]) -> None:
+    """The ``proposal-votes`` raw export's check of its ``study`` filter (``check_study``),
+    before anything is streamed."""
+    check_study(filters.get("study"))
+
+
 # The json module's own encoder of a string (what ``json.dumps(text, ensure_ascii=False)``
 # writes, quotes included), without ``dumps``' per-call set-up: a line holds five of them.
 _dump = json.encoder.encode_basestring
