@@ -191,6 +191,10 @@ def test_another_kind_of_study_is_refused(study_run, make_annotators, client_for
     response = client_for(researcher).get(LABELS_URL, {"study": other.pk})
     assert response.status_code == 400
     assert "reads proposal-review studies" in response.json()["detail"]
+    raw = client_for(researcher).get(
+        "/api/v1/exports/proposal-votes.csv", {"study": other.pk}
+    )  # the raw per-decision export checks its study before streaming, too
+    assert raw.status_code == 400 and "reads proposal-review studies" in raw.json()["detail"]
     with pytest.raises(CommandError, match="reads proposal-review studies"):
         call_command("export_proposals", "labels", "--study", str(other.pk))
     with pytest.raises(CommandError, match="no study 999999"):
