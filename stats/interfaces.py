@@ -320,7 +320,7 @@ class Battles:
                 try:
                     *battle, count = record
                 except (TypeError, ValueError):
-                    battle, count = [record], None
+                    battle, count = [], None
                 if len(battle) != 3:
                     raise ValueError(
                         f"row {row}: expected (source_a, source_b, winner, count), got {record!r}"
