@@ -11,7 +11,7 @@ connected is a ``StatsInputError`` naming its groups — never a number.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from stats import charts, selectors
 from stats.compute.bradley_terry import (
@@ -21,6 +21,7 @@ from stats.compute.bradley_terry import (
     TIE_RULES,
     BradleyTerryResult,
     RankingError,
+    TieRule,
     bradley_terry,
 )
 from stats.compute.resampling import BATTLE_RESAMPLES, BATTLE_RESAMPLES_RANGE
@@ -128,7 +129,7 @@ def ranking_for(
     try:
         fit = bradley_terry(
             battles,
-            ties=request.ties,  # type: ignore[arg-type]  # checked: one of TIE_RULES
+            ties=cast(TieRule, request.ties),  # one of TIE_RULES: checked above
             resamples=request.resamples,
             seed=request.seed,
             anchor=request.anchor or None,
