@@ -574,3 +574,21 @@ def test_the_release_pairwise_study_reads_as_the_battles_its_raters_clicked():
     assert sorted(exported, key=order) == sorted(expected, key=order)
     again = import_text(jsonl(*exported))
     assert without_study(lines_of(export_command(again.pk))) == exported
+
+
+def test_the_release_pairwise_study_counts_as_its_battles():
+    """An imported release item has no reply here: its model is the record's evaluated_model,
+    in the counts as in study_battles."""
+    items_path = release_file("pairwise_sample_items.sample.json")
+    ratings_path = release_file("pairwise_ratings.sample.jsonl")
+    with items_path.open("rb") as items, ratings_path.open("rb") as ratings:
+        study = study_import(
+            kind="pairwise",
+            items=(items_path.name, items),
+            ratings=[(ratings_path.name, ratings)],
+        )
+    counts = _counts(study)
+    assert counts == _counted(study_battles(study=study))
+    models = {json.loads(items_path.read_text())[0]["evaluated_model"]}
+    assert {source.split(" · ")[0] for source, *_ in counts} >= models
+    assert "unknown" not in {source.split(" · ")[0] for source, *_ in counts}
