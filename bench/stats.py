@@ -5,11 +5,13 @@ dialogues, 624 triggers), a finished run of 16 models × 624 triggers judged by 
 judgments, verdicts drawn from each model's ability, the judges agreeing most of the time),
 6 external benchmark scores per model, and a second run of 16 models × 624 triggers × 2
 conditions × 3 samples × 3 judges (179,712 judgments) so the export has ~210,000 rows.
-Three human studies are written as the annotation app's rows (study, raters, items, one
+Four human studies are written as the annotation app's rows (study, raters, items, one
 assignment and one answer per vote) on the dashboard run, and read back by the same selectors
 as the dashboard's *Study* filter: a pairwise study of 5,000 votes (1,250 pairs × 4 of 40
 raters, one rater excluded), a failure-mode study of 1,079 fails × 2 labels, a direct-rating
-study of 5,000 ratings (1,000 replies × 5 of 60 raters).
+study of 5,000 ratings (1,000 replies × 5 of 60 raters); and an arena study of 100,000 answers
+(25,000 pairs of the 16 models at the run's triggers × 4 of 40 raters, one excluded; winners
+drawn from the models' abilities as Bradley–Terry strengths, 10 % ties).
 
 Targets (issue #5): every number on the dashboard in ≤ 1 s — the five run panels (leaderboard
 with 1,000-resample CIs, judge agreement, style sensitivity, disclosure distance, benchmark
@@ -18,16 +20,19 @@ item-clustered resamples per row; per rater; nominal agreement) or the failure-m
 (shares; agreement), database reads included (``dashboard_s``: the slower page;
 ``all_panels_s``: every panel together); the raw CSV export streamed with peak memory flat in
 the row count (the full export and a 30,000-row one are compared, each in its own process).
-The direct-rating study's human agreement (Study 1's table) is timed beside it.
+The direct-rating study's human agreement (Study 1's table) is timed beside it, and so is the
+arena study's ranking (issue #16: "well under a second or two" on PostgreSQL for 100,000
+answers; ``arena_ranking_s``) and its page's panels.
 
     python bench/stats.py                    # embedded default (SQLite in a temp folder)
     DATABASE_URL=postgres://…/scratch python bench/stats.py   # a scratch PostgreSQL database
 
-Ends with ``RESULT dashboard_s= export_rows_per_s= export_peak_rss_mb= …``.
+Ends with ``RESULT dashboard_s= export_rows_per_s= export_peak_rss_mb= … arena_ranking_s= …``.
 """
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -39,6 +44,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 N_MODELS, N_JUDGES, N_VOTES, N_FAILS = 16, 3, 5000, 1079
+# The arena study: 25,000 pairs of the 16 models (all 120 pairs, ~208 triggers each) × 4 of 40
+# raters = 100,000 battles.
+N_ARENA_ITEMS, ARENA_PER_ITEM, ARENA_RATERS = 25_000, 4, 40
 
 
 def _django():
@@ -54,6 +62,7 @@ def _setup(corpus: Path) -> dict:
     _django()
     import numpy as np
     from django.core.management import call_command
+    from django.db import connection
 
     from annotation.models import Answer, Assignment, Rater, Study, StudyItem
     from benchmark.corpus.importer import corpus_import
@@ -163,7 +172,13 @@ def _setup(corpus: Path) -> dict:
                 batch = []
         Judgment.objects.bulk_create(batch, batch_size=5000)
         total += len(batch)
-    votes = _human_studies(EvaluationRun.objects.get(name="bench dashboard run"), rng)
+    dashboard_run = EvaluationRun.objects.get(name="bench dashboard run")
+    votes = _human_studies(dashboard_run, rng) + _arena_study(dashboard_run, ability, rng)
+    if connection.vendor == "postgresql":
+        # What autovacuum does within a minute of a bulk load: without fresh statistics the
+        # planner takes the 100,000 arena answers for a few hundred and nests its joins.
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
     return {
         "judgments": total,
         "votes": votes,
@@ -271,6 +286,114 @@ def _human_studies(run, rng) -> int:
     )
 
 
+def _arena_study(run, ability, rng) -> int:
+    """The arena study of the module docstring, as annotation rows (bulk-written): each item a
+    pair of the run's models at one trigger (side A and B, their replies, the sources' labels in
+    the payload as the arena kind stores them), answered by 4 raters; the winner drawn from the
+    models' abilities as Bradley–Terry strengths, 10 % ties (half of them both bad), the sides
+    shown in a random order. Returns the number of answers written."""
+    from datetime import UTC, datetime, timedelta
+    from itertools import combinations
+
+    from annotation.models import (
+        Answer,
+        Assignment,
+        AssignmentState,
+        Rater,
+        Study,
+        StudyItem,
+        StudyStatus,
+    )
+
+    units = {
+        (endpoint, trigger): (pk, name)
+        for pk, endpoint, trigger, name in run.units.values_list(
+            "pk", "endpoint_id", "trigger_id", "endpoint__name"
+        )
+    }
+    endpoints = sorted({endpoint for endpoint, _ in units})
+    index = {endpoint: i for i, endpoint in enumerate(endpoints)}
+    triggers = sorted({trigger for _, trigger in units})
+    pairs = list(combinations(endpoints, 2))
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+    study = Study.objects.create(
+        name="bench arena",
+        kind="arena",
+        status=StudyStatus.CLOSED,
+        overlap=ARENA_PER_ITEM,
+        run=run,
+    )
+    raters = Rater.objects.bulk_create(
+        Rater(study=study, external_id=f"R{r:02d}", excluded=r == 7) for r in range(ARENA_RATERS)
+    )
+    drafts = []
+    for i in range(N_ARENA_ITEMS):
+        a, b = pairs[i % len(pairs)]
+        # Each pair at distinct triggers, spread over all of them.
+        trigger = triggers[(i // len(pairs) * 3 + i % len(pairs)) % len(triggers)]
+        (unit_a, label_a), (unit_b, label_b) = units[(a, trigger)], units[(b, trigger)]
+        drafts.append(
+            StudyItem(
+                study=study,
+                position=i,
+                key=f"arena-{i}",
+                trigger_id=trigger,
+                unit_id=unit_a,
+                unit_b_id=unit_b,
+                payload={"sources": {"A": label_a, "B": label_b}, "sides": ["A", "B"]},
+                required_answers=ARENA_PER_ITEM,
+                completed_answers=ARENA_PER_ITEM,
+            )
+        )
+    items = StudyItem.objects.bulk_create(drafts, batch_size=2000)
+    strength = {e: ability[index[e]] for e in endpoints}
+    assignments = Assignment.objects.bulk_create(
+        (
+            Assignment(
+                item=item,
+                rater=raters[(i * ARENA_PER_ITEM + j) % ARENA_RATERS],
+                state=AssignmentState.DONE,
+                display={"order": ["B", "A"] if rng.random() < 0.5 else ["A", "B"]},
+                leased_at=start,
+                lease_expires_at=start,
+                completed_at=start,
+            )
+            for i, item in enumerate(items)
+            for j in range(ARENA_PER_ITEM)
+        ),
+        batch_size=2000,
+    )
+
+    by_unit = dict(run.units.values_list("pk", "endpoint_id"))
+    outcome = {item.pk: (by_unit[item.unit_id], by_unit[item.unit_b_id]) for item in items}
+
+    def label(assignment: Assignment) -> str:
+        if rng.random() < 0.1:
+            return "tie" if rng.random() < 0.5 else "tie (bothbad)"
+        a, b = outcome[assignment.item_id]
+        gap = strength[a] - strength[b]
+        return "model_a" if rng.random() < 1 / (1 + math.exp(-gap)) else "model_b"
+
+    Answer.objects.bulk_create(
+        (
+            Answer(
+                assignment=assignment,
+                idempotency_key=f"bench-arena-{n}",
+                label=label(assignment),
+                display=assignment.display,
+                details={"choice": "1"},
+                started_at=start,
+                submitted_at=start + timedelta(seconds=n),
+                received_at=start + timedelta(seconds=n),
+                time_on_item_s=float(rng.integers(15, 600)),
+            )
+            for n, assignment in enumerate(assignments)
+        ),
+        batch_size=2000,
+    )
+    return len(assignments)
+
+
 def _verdict_probabilities(logit: float) -> list[float]:
     import math
 
@@ -285,6 +408,7 @@ def _dashboard() -> dict:
     _django()
     from annotation.models import Study
     from benchmark.models import EvaluationRun
+    from stats import tables
     from stats.dashboard import dashboard_panels
     from stats.selectors import TableRequest
 
@@ -293,7 +417,12 @@ def _dashboard() -> dict:
 
     def panels(request, kind=None) -> dict:
         out = dashboard_panels(request, study_kind=kind)
-        errors = [p.error for p in out.values() if p.error]
+        errors = {p.name: p.error for p in out.values() if p.error}
+        if kind == "pairwise":
+            # Its battles are each model's vanilla against its rubric-injected reply: one group
+            # per model, which the ranking panels name instead of ranking.
+            for name in ("arena-ranking", "arena-pairs"):
+                assert "is not connected" in errors.pop(name, ""), name
         assert not errors, errors
         return out
 
@@ -319,6 +448,16 @@ def _dashboard() -> dict:
         mark = time.perf_counter()
         study_page("direct_rating")
         timings["human_agreement_s"] = time.perf_counter() - mark
+        # The arena study: its ranking alone (a fresh request reads the battles and fits them),
+        # then its page's panels (the ranking and the pairs share one fit; human agreement).
+        mark = time.perf_counter()
+        ranking = tables.build("arena-ranking", TableRequest(study=studies["arena"].pk))
+        timings["arena_ranking_s"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        study_page("arena")
+        timings["arena_study_s"] = time.perf_counter() - mark
+        timings["arena_battles"] = sum(r["battles"] for r in ranking.rows) // 2
+        timings["arena_sources"] = len(ranking.rows)
         timings["leaderboard_rows"] = len(run_panels["leaderboard"].table.rows)
         timings["preference_judgements"] = pairwise["preference"].table.rows[0]["n_judgements"]
         return timings
@@ -442,6 +581,16 @@ def main() -> None:
             f"(beside it) direct-rating study, {N_VOTES:,} ratings: human agreement, "
             "4 rows, five 10,000-resample CIs each",
         ),
+        (
+            "arena_ranking_s",
+            f"(beside it) arena study, {N_ARENA_ITEMS * ARENA_PER_ITEM:,} answers: the "
+            f"arena-ranking table, {dashboard['arena_battles']:,} battles among "
+            f"{dashboard['arena_sources']} sources (one rater excluded), fit + 1,000 resamples",
+        ),
+        (
+            "arena_study_s",
+            "(beside it) the arena study's panels: ranking and pairs (one fit), human agreement",
+        ),
     ):
         print(f"| {label} | {dashboard[key]:.3f} |")
     print("\n| raw judgments CSV export | rows | MB | seconds | rows/s | RSS before | peak RSS |")
@@ -457,6 +606,9 @@ def main() -> None:
         f"export_peak_rss_mb={full['peak_rss_mb']} export_rows={full['rows']} "
         f"export_rss_growth_mb={growth:.1f} all_panels_s={dashboard['all_panels_s']} "
         f"human_agreement_s={dashboard['human_agreement_s']} "
+        f"arena_ranking_s={dashboard['arena_ranking_s']} "
+        f"arena_battles={dashboard['arena_battles']} "
+        f"arena_study_s={dashboard['arena_study_s']} "
         f"database={database}"
     )
 

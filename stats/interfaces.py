@@ -17,7 +17,7 @@ layout here, small and explicit, is what lets both sources share every computati
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -305,6 +305,40 @@ class Battles:
             a_codes[part] = renumber[a_codes[part]]
             b_codes[part] = renumber[b_codes[part]]
         return cls(sources=tuple(sources), a=a_codes, b=b_codes, outcome=_int_array(outcome))
+
+    @classmethod
+    def from_counts(cls, records: Iterable[tuple[str, str, str, int]]) -> Battles:
+        """Build from ``(source_a, source_b, winner, count)`` rows, each standing for ``count``
+        identical battles (a database's ``GROUP BY``): the same structure as ``from_records``
+        given every battle, each row's ``count`` copies side by side. Rows are checked as
+        ``from_records`` checks them; a count that is not a positive integer raises a
+        ValueError naming the row (1-based)."""
+        counts = array("q")
+
+        def battles() -> Iterator[tuple[str, str, str]]:
+            for row, record in enumerate(records, start=1):
+                try:
+                    *battle, count = record
+                except (TypeError, ValueError):
+                    battle, count = [], None
+                if len(battle) != 3:
+                    raise ValueError(
+                        f"row {row}: expected (source_a, source_b, winner, count), got {record!r}"
+                    )
+                # bool is an int; True battles are not a count.
+                if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                    raise ValueError(f"row {row}: count {count!r} is not a positive integer")
+                counts.append(count)
+                yield battle[0], battle[1], battle[2]
+
+        distinct = cls.from_records(battles())
+        repeats = _int_array(counts)
+        return cls(
+            sources=distinct.sources,
+            a=np.repeat(distinct.a, repeats),
+            b=np.repeat(distinct.b, repeats),
+            outcome=np.repeat(distinct.outcome, repeats),
+        )
 
 
 def _int_array(values: array) -> np.ndarray:

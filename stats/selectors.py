@@ -43,8 +43,9 @@ from benchmark.models import (
 from benchmark.vocabulary import FAILURE_MODES, VERDICT_CODES, VERDICT_ORDER
 from stats import release_files, studies
 from stats.compute import agreement
-from stats.compute.resampling import DEFAULT_SEED
+from stats.compute.resampling import BATTLE_RESAMPLES, DEFAULT_SEED
 from stats.interfaces import (
+    Battles,
     FailureModeLabel,
     FailureModeLabels,
     LabelMatrix,
@@ -99,6 +100,14 @@ class TableRequest:
     # The preference table's item-clustered bootstrap: the app's seeded, order-independent
     # stream, or the release's (``preference.release_stream_interval``).
     stream: Literal["app", "release"] = "app"
+    # The ranking tables (arena-ranking, arena-pairs): where their battles come from
+    # (``BATTLE_SOURCES``, read by ``battles_for``), the tie rule (``bradley_terry.TIE_RULES``),
+    # the source whose rating is fixed at the base ("" for none: the mean is) and the
+    # bootstrap's resamples (``BATTLE_RESAMPLES_RANGE``).
+    battles: str = "study"
+    ties: str = "half"
+    anchor: str = ""
+    resamples: int = BATTLE_RESAMPLES
     # What the tables of one request share (the run's replies; the study and its answers),
     # fetched once however many of them are drawn.
     cache: dict = field(default_factory=dict, compare=False, repr=False)
@@ -111,6 +120,14 @@ class TableRequest:
             out["majority"] = self.majority
         if self.stream != "app":
             out["stream"] = self.stream
+        if self.battles != "study":
+            out["battles"] = self.battles
+        if self.ties != "half":
+            out["ties"] = self.ties
+        if self.anchor:
+            out["anchor"] = self.anchor
+        if self.resamples != BATTLE_RESAMPLES:
+            out["resamples"] = self.resamples
         if self.run is not None:
             out.update(run=self.run.pk, verdicts=self.verdicts.label, condition=str(self.condition))
         if self.study is not None:
@@ -474,6 +491,39 @@ def failure_mode_labels_for(
         study_id=request.study,
         include_excluded=request.include_excluded,
         cache=request.cache.setdefault("study", {}),
+    )
+
+
+# --- Battles, for the ranking tables -----------------------------------------------------------
+
+BATTLE_SOURCES = ("study",)
+"""Where the ranking tables' battles come from (``TableRequest.battles``; ``battles_for``):
+``study`` — the live answers of the request's arena or pairwise study. The next source (e.g. an
+LLM pairwise judge's verdicts on a run) is one more name here and one more branch in
+``battles_for``."""
+
+NO_BATTLES = (
+    "the {table} table reads a human study: choose one whose answers are battles, {kinds} "
+    "(study=ID / --study ID; staff see every study at /annotate/studies/)"
+)
+
+
+def battles_for(request: TableRequest, *, table: str) -> tuple[Battles, list[str]]:
+    """The battles ``table`` ranks, from the request's battle source (``BATTLE_SOURCES``), and
+    notes for the table; read once however many tables of the request rank them."""
+    if request.battles == "study":
+        if request.study is None:
+            kinds = " or ".join(label.lower() for label in studies.kinds_reading(table))
+            raise StatsInputError(NO_BATTLES.format(table=table, kinds=kinds))
+        cache = request.cache.setdefault("study", {})
+        study = study_for_table(study_id=request.study, table=table, cache=cache)
+        key = ("battles", request.include_excluded)
+        if key not in cache:
+            cache[key] = studies.battles(study, include_excluded=request.include_excluded)
+        return cache[key]
+    raise StatsInputError(
+        f"battles is {' or '.join(BATTLE_SOURCES)} (where the battles come from), not "
+        f"{request.battles!r}"
     )
 
 

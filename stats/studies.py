@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from annotation import kinds
+from annotation import selectors as annotation_selectors
 from annotation.kinds.pairwise import Case
 from annotation.models import Answer, AssignmentRole, Rater, Study
 from benchmark.models import Judgment, JudgmentState
@@ -43,6 +44,7 @@ from stats.interfaces import (
     INJECTED,
     TIE,
     VANILLA,
+    Battles,
     FailureModeLabel,
     FailureModeLabels,
     LabelMatrix,
@@ -105,12 +107,19 @@ class StudyData:
         return [a for a in self.answers if a.rater_id not in self.excluded]
 
     def excluded_note(self, *, include_excluded: bool) -> list[str]:
-        if not self.excluded:
-            return []
-        names = ", ".join(sorted(self.names[pk] for pk in self.excluded))
-        if include_excluded:
-            return [f"raters the study excludes are counted here (include_excluded): {names}"]
-        return [f"raters the study excludes are left out: {names} (include_excluded counts them)"]
+        return excluded_note(self.names, self.excluded, include_excluded=include_excluded)
+
+
+def excluded_note(
+    names: dict[int, str], excluded: frozenset[int], *, include_excluded: bool
+) -> list[str]:
+    """The note of a table that counts (or leaves out) the raters a study excludes."""
+    if not excluded:
+        return []
+    listed = ", ".join(sorted(names[pk] for pk in excluded))
+    if include_excluded:
+        return [f"raters the study excludes are counted here (include_excluded): {listed}"]
+    return [f"raters the study excludes are left out: {listed} (include_excluded counts them)"]
 
 
 def _rater_names(study: Study) -> tuple[dict[int, str], frozenset[int]]:
@@ -281,3 +290,20 @@ def failure_mode_labels(
     if gold:
         notes.append(f"{len(gold)} gold item(s) left out (quality checks)")
     return FailureModeLabels.from_records(labels), notes
+
+
+def battles(study: Study, *, include_excluded: bool = False) -> tuple[Battles, list[str]]:
+    """An arena or pairwise study's live battles (``selectors.study_battle_counts``: counted by
+    the database) as ``Battles``, gold items left out (quality checks); and notes. 2 queries."""
+    names, excluded = _rater_names(study)
+    counts = annotation_selectors.study_battle_counts(
+        study=study, include_excluded=include_excluded
+    )
+    notes = excluded_note(names, excluded, include_excluded=include_excluded)
+    gold = sum(c.count for c in counts if c.gold)
+    if gold:
+        notes.append(f"{gold} battle(s) on gold items left out (quality checks)")
+    ranked = Battles.from_counts(
+        (c.source_a, c.source_b, c.winner, c.count) for c in counts if not c.gold
+    )
+    return ranked, notes

@@ -36,6 +36,7 @@ TABLE_MODULES = (
     "disclosure",
     "benchmark_correlation",
     "preference",
+    "arena",
     "failure_modes",
     "failure_modes_llm",
     "failure_modes_llm_vs_human",

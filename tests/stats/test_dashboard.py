@@ -204,8 +204,14 @@ DEMO_ANSWERS = {
     "dialogue_audit": lambda n: {**AUDIT_YES, "decision": "pass"},
 }
 STUDY_SECTIONS = {
-    "pairwise": {"preference", "preference-raters", "human-agreement"},
-    "arena": {"human-agreement"},
+    "pairwise": {
+        "preference",
+        "preference-raters",
+        "arena-ranking",
+        "arena-pairs",
+        "human-agreement",
+    },
+    "arena": {"arena-ranking", "arena-pairs", "human-agreement"},
     "direct_rating": {"human-agreement"},
     "adjudication": {"human-agreement"},
     "failure_mode": {"failure-modes", "human-agreement"},
@@ -241,12 +247,26 @@ def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_f
         html = response.content.decode()
         assert response.status_code == 200
         assert _sections(html) == STUDY_SECTIONS[study.kind] | set(RUN_SECTIONS)
-        assert 'class="error"' not in html, study.kind
+        errors = re.findall(r'<p class="error">([^<]*)</p>', html)
+        if study.kind == "pairwise":
+            # Each model's vanilla against its rubric-injected reply: a group of two sources per
+            # model, which the ranking names rather than rank against each other.
+            assert len(errors) == 2 and all("is not connected" in e for e in errors), errors
+            groups = re.findall(r"\{([^}]*)\}", errors[0])
+            assert len(groups) >= 2
+            for group in groups:
+                model = group.split(" · ")[0]
+                assert group == f"{model} · rubric-injected, {model} · vanilla"
+        else:
+            assert not errors, (study.kind, errors)
         assert f"Study {study.pk} · {study.name}" in html
         assert f"/api/v1/exports/votes.csv?study={study.pk}" in html
         for link in re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html):
             if f"study={study.pk}" in link:
-                assert client.get(link.replace("&amp;", "&")).status_code == 200
+                # The pairwise study's ranking: the same message, as a 400.
+                disconnected = study.kind == "pairwise" and "/tables/arena-" in link
+                status = client.get(link.replace("&amp;", "&")).status_code
+                assert status == (400 if disconnected else 200), link
     pairwise = next(s for s in studies if s.kind == "pairwise")
     html = client.get(DASHBOARD, {"study": pairwise.pk}).content.decode()
     assert html.count("<svg") == 7  # the run's six, and the preference bars
@@ -266,7 +286,8 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    with django_assert_max_num_queries(32):  # 25 without a study
+    # 25 without a study; the ranking panels of its battles add 2 (raters, battle counts)
+    with django_assert_max_num_queries(34):
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

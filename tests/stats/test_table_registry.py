@@ -147,6 +147,8 @@ def test_registration_order_is_the_listed_modules_order():
         "benchmark-correlation",
         "preference",
         "preference-raters",
+        "arena-ranking",
+        "arena-pairs",
         "failure-modes",
         "failure-modes-llm",
         "failure-modes-llm-vs-human",
