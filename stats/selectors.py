@@ -625,7 +625,7 @@ def run_pairwise_battles(
             f"run {run.pk} has no pairwise judge {judge!r} (its pairwise judges: "
             f"{', '.join(names) or 'none'}: judge_pairs adds one)"
         )
-    conditions = set()
+    conditions: set[str] = set()
     for pair in (
         PairwiseComparison.objects.filter(run=run)
         .values_list("unit_a__condition", "unit_b__condition")

@@ -65,7 +65,8 @@ def records() -> tuple[list[dict], Counter]:
     for line in (HERE / "replies.jsonl").read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
         replies.setdefault((r["unique_id_eval"], r["turn"], r["condition"]), []).append(r["model"])
-    out, flips = [], Counter()
+    out: list[dict] = []
+    flips: Counter[str] = Counter()
     for (uid, turn, condition), models in sorted(replies.items()):
         for a, b in itertools.combinations(sorted(models), 2):  # side A: the name sorting first
             for judge in BIASED_PERCENT:

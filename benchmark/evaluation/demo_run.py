@@ -153,17 +153,15 @@ def _pairwise_load(run: EvaluationRun, units: dict, *, judges: dict[str, ModelEn
             continue
         recorded = json.loads(line)
         uid, turn, first, first_condition, second, second_condition, judge = pairwise_key(recorded)
-        shown = [
-            units.get((uid, turn, first, first_condition)),
-            units.get((uid, turn, second, second_condition)),
-        ]
-        if None in shown or judge not in judges:
+        shown_first = units.get((uid, turn, first, first_condition))
+        shown_second = units.get((uid, turn, second, second_condition))
+        if shown_first is None or shown_second is None or judge not in judges:
             raise ValueError(
                 f"{PAIRWISE_FILE.name} line {number}: no such pair of replies, or judge, in the "
                 "demo run"
             )
         a_first = (first, first_condition) <= (second, second_condition)
-        unit_a, unit_b = shown if a_first else shown[::-1]
+        unit_a, unit_b = (shown_first, shown_second) if a_first else (shown_second, shown_first)
         key = (unit_a.pk, unit_b.pk)
         if key not in comparisons:
             comparisons[key] = PairwiseComparison(
