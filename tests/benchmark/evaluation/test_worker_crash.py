@@ -37,7 +37,7 @@ from benchmark.models import (
 from core.processes import celery_worker_argv
 from proactweb.celery import app as celery_app
 from tests.factories import jsonl_bytes, records_for, stream
-from tests.fakes.vendor_server import FakeVendorServer
+from tests.fakes.vendor_server import FakeVendorServer, Fault
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -302,20 +302,21 @@ def test_pairwise_judging_on_a_real_worker_killed_mid_way_then_resumed_asks_each
             paid_before = Counter(
                 ProviderCall.objects.filter(run=run).values_list("purpose", flat=True)
             )
+            # The first 6 pairwise calls are answered at once, the next ones only after 15 s:
+            # the kill lands while they are held, whatever the machine's pace.
+            server.script(*[Fault.slow(0.0)] * 6, *[Fault.slow(15.0)] * 18)
             outcome = pairwise.run_pairwise_judge(
                 run_id=run.pk, judges=[pairwise_judge], via=AuditVia.COMMAND
             )
             assert outcome.created == comparisons
             verdicts = PairwiseJudgment.objects.filter(comparison__run=run)
             _wait(lambda: verdicts.count() >= 4, 60, "some pairwise verdicts")
-            server.close_gate()
             server.wait_for(lambda log: sum(r.outcome == "pending" for r in log) >= 1, timeout_s=30)
             completed = sum(r.outcome == "completed" for r in server.requests())
             cached = ResponseCacheEntry.objects.all()
             _wait(lambda: cached.count() >= completed, 10, "completed calls to be cached")
             workers[0].send_signal(signal.SIGKILL)  # mid-call
             workers[0].wait(timeout=10)
-            server.open_gate()
             assert verdicts.count() < 2 * comparisons, "the kill came too late to test anything"
             time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
             workers.append(_start_worker(queue))
