@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from django.db.models import Q
 
+from annotation.kinds.selection import source_label
 from annotation.models import Study
 from benchmark.models import (
     Anchor,
@@ -49,9 +50,10 @@ from benchmark.models import (
 from benchmark.vocabulary import FAILURE_MODES, VERDICT_CODES, VERDICT_ORDER
 from stats import release_files, studies
 from stats.compute import agreement
-from stats.compute.pairwise_consistency import ERROR, NOT_ASKED, WINNER_CODES
+from stats.compute.pairwise_consistency import ERROR, NOT_ASKED
 from stats.compute.resampling import DEFAULT_SEED
 from stats.interfaces import (
+    BATTLE_OUTCOME_CODES,
     FailureModeLabel,
     FailureModeLabels,
     LabelMatrix,
@@ -537,7 +539,7 @@ def judge_epochs_for(request: TableRequest) -> list[JudgeEpochs]:
 @dataclass(frozen=True)
 class PairwiseVerdicts:
     """One pairwise judge's verdicts on the comparisons it judged: ``ab[i]`` / ``ba[i]`` the
-    winner code (``pairwise_consistency.WINNER_CODES``) of comparison ``comparison_id[i]`` with
+    winner code (``interfaces.BATTLE_OUTCOME_CODES``) of comparison ``comparison_id[i]`` with
     side A / side B shown first, ``NOT_ASKED`` or ``ERROR`` (a judge_error) where none."""
 
     judge: str
@@ -556,7 +558,7 @@ def pairwise_verdicts_for(request: TableRequest) -> list[PairwiseVerdicts]:
     cells: dict[str, dict[int, list[int]]] = {}
     for judge, comparison_id, order, state, winner in rows:
         pair = cells.setdefault(judge, {}).setdefault(comparison_id, [NOT_ASKED, NOT_ASKED])
-        code = WINNER_CODES[winner] if state == JudgmentState.DONE else ERROR
+        code = BATTLE_OUTCOME_CODES[winner] if state == JudgmentState.DONE else ERROR
         pair[0 if order == PairOrder.AB else 1] = code
     out = []
     for judge in sorted(cells):
@@ -600,15 +602,6 @@ def run_pairwise_judge_names(run: EvaluationRun) -> list[str]:
     return sorted(set(judged.union(configured)))
 
 
-def source_label(endpoint: str, *, condition: str = "") -> str:
-    """A reply source's name in battles: the endpoint's handle, then `` · <condition>`` (its
-    label in lower case: vanilla, rubric-injected) when the battles span conditions — the
-    human studies' battles spell their sources the same way."""
-    if not condition:
-        return endpoint
-    return f"{endpoint} · {Condition(condition).label.lower()}"
-
-
 def run_pairwise_battles(
     *, run: EvaluationRun, judge: str, skipped: Counter | None = None
 ) -> Iterator[PairwiseBattle]:
@@ -617,7 +610,8 @@ def run_pairwise_battles(
     A comparison whose verdict flips with the order is no battle: it is counted in
     ``skipped["inconsistent"]``, as are ``skipped["one order only"]`` (a verdict in one order,
     the other not given yet) and ``skipped["judge error"]`` — the caller reports them. Source
-    labels gain the condition when the run's comparisons span conditions. Raises
+    labels (``annotation.kinds.selection.source_label``, as the human studies' battles spell
+    them) gain the condition when the run's comparisons span conditions. Raises
     ``StatsInputError`` (at once, before any row is read) for a judge the run does not have."""
     names = run_pairwise_judge_names(run)
     if judge not in names:

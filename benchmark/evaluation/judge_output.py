@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from benchmark.evaluation.evidence import quote_in_reply
-from benchmark.vocabulary import BattleWinner, parse_verdict
+from benchmark.vocabulary import BATTLE_SWAPPED, BattleWinner, parse_verdict
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
@@ -93,12 +93,18 @@ def parse_pairwise_output(text: str) -> PairwiseVerdict:
     return PairwiseVerdict(normalised, rationale.strip())
 
 
-def pairwise_winner(choice: str, *, a_shown_first: bool) -> BattleWinner:
-    """The side a screen choice names: Response 1 is side A when A was shown first, side B when
-    the order was swapped. Ties are ties in either order."""
-    if choice == "tie":
-        return BattleWinner.TIE
-    if choice == "both_bad":
-        return BattleWinner.TIE_BOTHBAD
-    first = choice == "1"
-    return BattleWinner.MODEL_A if first == a_shown_first else BattleWinner.MODEL_B
+# A screen choice read as if Response 1 were side A.
+_AS_SHOWN = {
+    "1": BattleWinner.MODEL_A.value,
+    "2": BattleWinner.MODEL_B.value,
+    "tie": BattleWinner.TIE.value,
+    "both_bad": BattleWinner.TIE_BOTHBAD.value,
+}
+
+
+def pairwise_winner(choice: str, *, a_shown_first: bool) -> str:
+    """The ``BattleWinner`` a screen choice names: Response 1 is side A when A was shown first,
+    side B when the order was swapped (the outcome read the other way round, ``BATTLE_SWAPPED``;
+    ties stay ties)."""
+    as_shown = _AS_SHOWN[choice]
+    return as_shown if a_shown_first else BATTLE_SWAPPED[as_shown]

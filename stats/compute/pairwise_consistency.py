@@ -23,12 +23,12 @@ import numpy as np
 from benchmark.vocabulary import BATTLE_TIES, BattleWinner
 from stats.compute.failure_modes import wilson_interval
 from stats.compute.preference import BinomialSummary, binomial_summary
+from stats.interfaces import BATTLE_OUTCOME_CODES
 
-WINNERS = tuple(BattleWinner.values)
-"""The winner codes: an index into this tuple (model_a 0, model_b 1, tie 2, tie (bothbad) 3)."""
-WINNER_CODES = {winner: code for code, winner in enumerate(WINNERS)}
-A, B = WINNER_CODES[BattleWinner.MODEL_A], WINNER_CODES[BattleWinner.MODEL_B]
-TIE_CODES = tuple(WINNER_CODES[tie] for tie in BATTLE_TIES)
+# Winner codes are the battles' outcome codes (``stats.interfaces.BATTLE_OUTCOMES``).
+A = BATTLE_OUTCOME_CODES[BattleWinner.MODEL_A]
+B = BATTLE_OUTCOME_CODES[BattleWinner.MODEL_B]
+TIE_CODES = tuple(BATTLE_OUTCOME_CODES[tie] for tie in BATTLE_TIES)
 NOT_ASKED = -1
 ERROR = -2
 """Codes of a comparison without a verdict in an order: not (yet) asked, or a judge error."""
@@ -58,8 +58,8 @@ class PairwiseConsistency:
 
 
 def pairwise_consistency(ab: np.ndarray, ba: np.ndarray) -> PairwiseConsistency:
-    """``ab[i]`` / ``ba[i]``: comparison i's winner code (``WINNER_CODES``) with A / B shown
-    first, ``NOT_ASKED`` or ``ERROR`` where there is none."""
+    """``ab[i]`` / ``ba[i]``: comparison i's winner code (``BATTLE_OUTCOME_CODES``) with A / B
+    shown first, ``NOT_ASKED`` or ``ERROR`` where there is none."""
     ab, ba = np.asarray(ab, dtype=np.int64), np.asarray(ba, dtype=np.int64)
     if ab.shape != ba.shape:
         raise ValueError(f"ab and ba differ in length ({ab.size} and {ba.size})")

@@ -17,12 +17,8 @@ from django.urls import reverse
 from benchmark.models import JudgmentState, PairwiseComparison, PairwiseJudgment
 from benchmark.vocabulary import BattleWinner
 from stats import selectors, tables
-from stats.compute.pairwise_consistency import (
-    ERROR,
-    NOT_ASKED,
-    WINNER_CODES,
-    pairwise_consistency,
-)
+from stats.compute.pairwise_consistency import ERROR, NOT_ASKED, pairwise_consistency
+from stats.interfaces import BATTLE_OUTCOME_CODES as WINNER_CODES
 from stats.selectors import StatsInputError, TableRequest
 
 NAME = "pairwise-judge-consistency"
