@@ -1,6 +1,8 @@
-"""Write ``pairwise_verdicts.jsonl``: the two demo judges' recorded pairwise verdicts, for every
-two demo models at every trigger of the demo run, in each condition, in both orders (the pairs
-``judge_pairs --pairs models`` makes).
+"""Write ``pairwise_verdicts.jsonl``: the two demo judges' recorded pairwise verdicts at every
+trigger of the demo run, in both orders, on every two demo models in each condition (the pairs
+``judge_pairs --pairs models`` makes) and on each model's vanilla reply against its
+rubric-injected one (``--pairs conditions``), so that every source is compared with every other
+through some chain of pairs.
 
 The "pairwise judge" is transparent rules, not a model: each judge prefers the reply it scored
 higher in its own recorded verdicts (``judgments.jsonl``; Pass > Partial > Fail), calls two
@@ -24,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BIASED_PERCENT = {"demo-judge-primary": 8, "demo-judge-crossfamily": 25}
 SCORES = {"PASS": 2, "PARTIAL": 1, "FAIL": 0}
+CONDITIONS = ("vanilla", "rubric_injected")  # side A's condition first, as the pairs have it
 RATIONALES = {
     "1": "Response 1 draws on what the user disclosed and meets more of the rubric; "
     "Response 2 stays closer to the literal request.",
@@ -61,19 +64,25 @@ def records() -> tuple[list[dict], Counter]:
         j = json.loads(line)
         key = (j["unique_id_eval"], j["turn"], j["model"], j["condition"], j["judge"])
         verdicts[key] = j["verdict"]
-    replies: dict[tuple, list[str]] = {}
+    sources: dict[tuple, list[tuple[str, str]]] = {}
     for line in (HERE / "replies.jsonl").read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
-        replies.setdefault((r["unique_id_eval"], r["turn"], r["condition"]), []).append(r["model"])
+        sources.setdefault((r["unique_id_eval"], r["turn"]), []).append(
+            (r["model"], r["condition"])
+        )
     out: list[dict] = []
     flips: Counter[str] = Counter()
-    for (uid, turn, condition), models in sorted(replies.items()):
-        for a, b in itertools.combinations(sorted(models), 2):  # side A: the name sorting first
+    for (uid, turn), replies in sorted(sources.items()):
+        # Side A: the model sorting first (models pairs), the vanilla reply (conditions pairs).
+        replies.sort(key=lambda source: (source[0], CONDITIONS.index(source[1])))
+        for a, b in itertools.combinations(replies, 2):
+            if a[0] != b[0] and a[1] != b[1]:
+                continue  # neither a models pair nor a conditions pair
             for judge in BIASED_PERCENT:
-                score_a = SCORES[verdicts[(uid, turn, a, condition, judge)]]
-                score_b = SCORES[verdicts[(uid, turn, b, condition, judge)]]
+                score_a = SCORES[verdicts[(uid, turn, *a, judge)]]
+                score_b = SCORES[verdicts[(uid, turn, *b, judge)]]
                 result = outcome(score_a, score_b)
-                position_biased = biased(uid, turn, condition, a, b, judge)
+                position_biased = biased(uid, turn, *a, *b, judge)
                 flips[judge] += position_biased
                 for first, second in ((a, b), (b, a)):
                     said = "1" if position_biased else choice(result, a_first=first == a)
@@ -81,10 +90,10 @@ def records() -> tuple[list[dict], Counter]:
                         {
                             "unique_id_eval": uid,
                             "turn": turn,
-                            "first_model": first,
-                            "first_condition": condition,
-                            "second_model": second,
-                            "second_condition": condition,
+                            "first_model": first[0],
+                            "first_condition": first[1],
+                            "second_model": second[0],
+                            "second_condition": second[1],
                             "judge": judge,
                             "choice": said,
                             "rationale": RATIONALES[said],

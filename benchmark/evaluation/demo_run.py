@@ -6,8 +6,9 @@ the offline ``replay`` provider serves: three fictional models, vanilla and rubr
 every trigger of the demo corpus, each reply judged by two demo judges. ``failure_modes.jsonl``
 is the demo failure-mode classifier's label for every RECOVERY reply the primary judge failed
 (written by ``make_failure_modes.py``, a few keyword rules). ``pairwise_verdicts.jsonl`` is
-the two demo judges' pairwise verdicts on every two models at every trigger, in each condition,
-in both orders, with position bias planted (``make_pairwise_verdicts.py``). Loading them as rows
+the two demo judges' pairwise verdicts at every trigger, in both orders — every two models in
+each condition, and each model's vanilla reply against its rubric-injected one — with position
+bias planted (``make_pairwise_verdicts.py``). Loading them as rows
 (rather than replaying them through Celery) keeps ``load_demo`` fast and needs no worker; a run
 launched over the same dialogues with the replay provider produces the same replies and verdicts.
 """
@@ -142,7 +143,8 @@ def demo_run_load() -> EvaluationRun:
 
 def _pairwise_load(run: EvaluationRun, units: dict, *, judges: dict[str, ModelEndpoint]) -> None:
     """The recorded pairwise verdicts as comparisons (side A: the model whose name sorts first,
-    as ``judge_pairs --pairs models`` makes them) and judgments, each winner mapped back from
+    or the vanilla reply of one model — as ``judge_pairs --pairs models`` and ``--pairs
+    conditions`` make them) and judgments, each winner mapped back from
     the screen position to a side as the engine does. A line naming a reply the run does not
     have is an error naming the line (the whole load is then rolled back)."""
     comparisons: dict[tuple[int, int], PairwiseComparison] = {}
@@ -160,7 +162,8 @@ def _pairwise_load(run: EvaluationRun, units: dict, *, judges: dict[str, ModelEn
                 f"{PAIRWISE_FILE.name} line {number}: no such pair of replies, or judge, in the "
                 "demo run"
             )
-        a_first = (first, first_condition) <= (second, second_condition)
+        rank = Condition.values.index
+        a_first = (first, rank(first_condition)) < (second, rank(second_condition))
         unit_a, unit_b = (shown_first, shown_second) if a_first else (shown_second, shown_first)
         key = (unit_a.pk, unit_b.pk)
         if key not in comparisons:

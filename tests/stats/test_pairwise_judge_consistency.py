@@ -17,8 +17,10 @@ from django.urls import reverse
 from benchmark.models import JudgmentState, PairwiseComparison, PairwiseJudgment
 from benchmark.vocabulary import BattleWinner
 from stats import selectors, tables
+from stats.compute.bradley_terry import bradley_terry
 from stats.compute.pairwise_consistency import ERROR, NOT_ASKED, pairwise_consistency
 from stats.interfaces import BATTLE_OUTCOME_CODES as WINNER_CODES
+from stats.interfaces import Battles
 from stats.selectors import StatsInputError, TableRequest
 
 NAME = "pairwise-judge-consistency"
@@ -189,24 +191,48 @@ def test_a_run_without_pairwise_verdicts_says_how_to_get_them(study_run):
 
 def test_the_demo_judges_flip_where_position_bias_was_planted(demo_run):
     """Worked out from the recordings alone: a pair flips when the judge's two answers, mapped
-    back to sides, differ."""
+    back to sides, differ (side A: the model sorting first, or a model's vanilla reply)."""
     from benchmark.evaluation.demo_run import PAIRWISE_FILE
 
+    rank = {"vanilla": 0, "rubric_injected": 1}
     answers = {}
     for line in PAIRWISE_FILE.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
-        a_first = r["first_model"] < r["second_model"]
+        first = (r["first_model"], rank[r["first_condition"]])
+        second = (r["second_model"], rank[r["second_condition"]])
         side = {"1": "first", "2": "second"}.get(r["choice"], r["choice"])
         if side in ("first", "second"):
-            side = "A" if (side == "first") == a_first else "B"
-        pair = (r["unique_id_eval"], r["turn"], r["first_condition"])
-        models = tuple(sorted((r["first_model"], r["second_model"])))
-        answers.setdefault((r["judge"], pair, models), []).append(side)
+            side = "A" if (side == "first") == (first < second) else "B"
+        pair = (r["judge"], r["unique_id_eval"], r["turn"], frozenset((first, second)))
+        answers.setdefault(pair, []).append(side)
     flips = Counter(judge for (judge, *_), sides in answers.items() if len(set(sides)) > 1)
     rows = {r["judge"]: r for r in tables.build(NAME, TableRequest(run=demo_run)).rows}
     assert set(rows) == {"demo-judge-primary", "demo-judge-crossfamily"}
     for judge, row in rows.items():
-        assert row["n_comparisons"] == 198 and row["n_judge_errors"] == 0
+        assert row["n_comparisons"] == 297 and row["n_judge_errors"] == 0
         assert row["n_comparisons"] - row["n_consistent"] == flips[judge]
     assert rows["demo-judge-crossfamily"]["flip_rate"] > 2 * rows["demo-judge-primary"]["flip_rate"]
     assert rows["demo-judge-crossfamily"]["first_position_share"] > 0.55
+
+
+def test_the_demo_judges_battles_rank_the_six_sources(demo_run):
+    """The consistent verdicts feed the Bradley–Terry fit as they come: the models pairs and
+    the conditions pairs link all six sources (model · condition), so the graph is connected."""
+    skipped = Counter()
+    battles = selectors.run_pairwise_battles(
+        run=demo_run, judge="demo-judge-primary", skipped=skipped
+    )
+    data = Battles.from_records((b.source_a, b.source_b, b.winner) for b in battles)
+    row = tables.build(NAME, TableRequest(run=demo_run)).rows
+    primary = next(r for r in row if r["judge"] == "demo-judge-primary")
+    assert len(data) == primary["n_consistent"]
+    assert skipped == {"inconsistent": primary["n_comparisons"] - primary["n_consistent"]}
+    assert data.sources == tuple(
+        sorted(
+            f"{model} · {condition}"
+            for model in ("demo-atlas-large", "demo-birch-medium", "demo-cedar-small")
+            for condition in ("vanilla", "rubric-injected")
+        )
+    )
+    result = bradley_terry(data, resamples=20)
+    assert result.sources == data.sources and result.rating.shape == (6,)

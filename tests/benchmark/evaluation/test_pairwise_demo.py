@@ -42,34 +42,42 @@ def test_the_recordings_are_what_the_generator_writes():
     assert rows == _recorded()
 
 
-def test_every_pair_of_models_at_every_trigger_in_both_orders_for_both_judges():
-    recorded = _recorded()
-    orders = Counter(
-        (r["judge"], r["unique_id_eval"], r["turn"], r["first_condition"])
-        + tuple(sorted((r["first_model"], r["second_model"])))
-        for r in recorded
+def _sources(r):
+    return frozenset(
+        ((r["first_model"], r["first_condition"]), (r["second_model"], r["second_condition"]))
     )
+
+
+def test_every_models_and_conditions_pair_at_every_trigger_in_both_orders_for_both_judges():
+    recorded = _recorded()
+    orders = Counter((r["judge"], r["unique_id_eval"], r["turn"], _sources(r)) for r in recorded)
     assert set(orders.values()) == {2}  # each pair once in each order
-    assert len(orders) == 2 * 33 * 2 * 3  # judges × triggers × conditions × pairs of 3 models
+    # judges × triggers × (3 pairs of models in each of 2 conditions + 3 models' two conditions)
+    assert len(orders) == 2 * 33 * (3 * 2 + 3)
     assert {r["judge"] for r in recorded} == set(DEMO_JUDGES)
-    assert all(r["first_condition"] == r["second_condition"] for r in recorded)
+    for r in recorded:  # a models pair or a conditions pair, nothing else
+        same_model = r["first_model"] == r["second_model"]
+        assert same_model != (r["first_condition"] == r["second_condition"])
 
 
 def test_load_demo_loads_them_into_the_demo_run(demo_run):
     comparisons = PairwiseComparison.objects.filter(run=demo_run)
-    assert comparisons.count() == 198
+    assert comparisons.count() == 297
     assert set(demo_run.pairwise_judges.values_list("name", flat=True)) == set(DEMO_JUDGES)
     judgments = PairwiseJudgment.objects.filter(comparison__run=demo_run)
-    assert judgments.count() == len(_recorded()) == 792
-    for c in comparisons.select_related("unit_a__endpoint", "unit_b__endpoint")[:20]:
-        assert c.unit_a.endpoint.name < c.unit_b.endpoint.name  # side A: the name sorting first
-        assert c.unit_a.condition == c.unit_b.condition
+    assert judgments.count() == len(_recorded()) == 1188
+    for c in comparisons.select_related("unit_a__endpoint", "unit_b__endpoint"):
         assert c.unit_a.trigger_id == c.unit_b.trigger_id == c.trigger_id
+        if c.unit_a.condition == c.unit_b.condition:  # side A: the name sorting first
+            assert c.unit_a.endpoint.name < c.unit_b.endpoint.name
+        else:  # one model's two replies: side A the vanilla one
+            assert c.unit_a.endpoint_id == c.unit_b.endpoint_id
+            assert (c.unit_a.condition, c.unit_b.condition) == ("vanilla", "rubric_injected")
     # A recorded "1" is side A when A was shown first, side B when B was.
     for row in judgments.filter(raw_output__contains='"choice": "1"')[:20]:
         assert row.winner == ("model_a" if row.order == "ab" else "model_b")
     call_command("load_demo", "--no-users", stdout=io.StringIO())  # again: nothing added
-    assert PairwiseJudgment.objects.count() == 792
+    assert PairwiseJudgment.objects.count() == 1188
 
 
 def test_the_replay_provider_serves_each_order_as_recorded():
@@ -104,14 +112,21 @@ def test_judge_pairs_on_the_demo_run_replays_what_load_demo_loaded(
     celery_app.conf.task_always_eager = True
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            outcome = pairwise.run_pairwise_judge(
+            models = pairwise.run_pairwise_judge(
                 run_id=demo_run.pk, pairs="models", via=AuditVia.COMMAND
+            )
+        with django_capture_on_commit_callbacks(execute=True):
+            conditions = pairwise.run_pairwise_judge(
+                run_id=demo_run.pk, pairs="conditions", via=AuditVia.COMMAND
             )
     finally:
         celery_app.conf.task_always_eager = False
     demo_run.refresh_from_db()
     assert demo_run.status == RunStatus.DONE
-    assert (outcome.created, outcome.units) == (198, 132)  # 2 models are side A per trigger
+    # 2 of the 3 models are side A of a models pair per trigger and condition; every vanilla
+    # reply is side A of a conditions pair.
+    assert (models.created, models.units) == (198, 132)
+    assert (conditions.created, conditions.units) == (99, 99)
     replayed = {
         (a, b, judge, order): winner
         for a, b, judge, order, winner in PairwiseJudgment.objects.filter(
@@ -122,4 +137,4 @@ def test_judge_pairs_on_the_demo_run_replays_what_load_demo_loaded(
     }
     assert replayed == loaded
     purposes = Counter(ProviderCall.objects.filter(run=demo_run).values_list("purpose", flat=True))
-    assert purposes == {"pairwise": 792}
+    assert purposes == {"pairwise": 1188}
