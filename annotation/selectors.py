@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db.models import (
     BooleanField,
@@ -234,6 +235,30 @@ def known_facts(trigger: TriggerRow) -> list[str]:
 def item_view(*, assignment: Assignment, study: Study) -> dict:
     """What the workspace shows for this assignment (blinded; see the module docstring)."""
     return kinds.get(study.kind).item_view(assignment, study)
+
+
+# --- Pairs for LLM pairwise judges ------------------------------------------------------------
+
+
+class StudyPair(NamedTuple):
+    unit_a: int
+    unit_b: int
+    run_a: int
+    run_b: int
+
+
+def study_unit_pairs(*, study_id: int) -> list[StudyPair]:
+    """The (side A, side B) replies of a study's two-reply items (``StudyItem.unit`` and
+    ``unit_b``) with the run of each, in the items' order: the pairs an LLM pairwise judge is
+    given (``judge_pairs --pairs study=ID``) so that its verdicts and people's exist on the same
+    pairs. ``Study.DoesNotExist`` for no such study. Two queries."""
+    study = Study.objects.get(pk=study_id)
+    return [
+        StudyPair(*row)
+        for row in study.items.filter(unit__isnull=False, unit_b__isnull=False)
+        .order_by("position", "id")
+        .values_list("unit_id", "unit_b_id", "unit__run_id", "unit_b__run_id")
+    ]
 
 
 # --- Staff pages ------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ TABLE_MODULES = (
     "injection_effect",
     "judge_agreement",
     "judge_self_consistency",
+    "pairwise_judge_consistency",
     "style",
     "disclosure",
     "benchmark_correlation",

@@ -29,6 +29,7 @@ RUN_SECTIONS = (
     "injection-effect",
     "judge-agreement",
     "judge-self-consistency",
+    "pairwise-judge-consistency",
     "style-sensitivity",
     "style-sensitivity-by-phase",
     "disclosure-distance",
@@ -52,7 +53,7 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     assert "Phase sensitivity: b_m against pass rate" in html
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 12
+    assert len(csv_links) == 13
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -87,7 +88,8 @@ def test_dashboard_query_count_is_fixed(
     # classifier's labels and the failure-mode studies they are compared with; 1 the judges'
     # repeats (self-consistency); 3 the injection effect's other condition (its judge, units
     # and verdicts)
-    with django_assert_max_num_queries(25):  # leaderboard-by-domain reads the domain names: 1
+    # leaderboard-by-domain reads the domain names: 1; pairwise judge consistency its verdicts: 1
+    with django_assert_max_num_queries(26):
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -286,8 +288,8 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    # 25 without a study; the ranking panels of its battles add 2 (raters, battle counts)
-    with django_assert_max_num_queries(34):
+    # 26 without a study; the ranking panels of its battles add 2 (raters, battle counts)
+    with django_assert_max_num_queries(35):
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

@@ -140,6 +140,7 @@ def test_registration_order_is_the_listed_modules_order():
         "injection-effect",
         "judge-agreement",
         "judge-self-consistency",
+        "pairwise-judge-consistency",
         "style-sensitivity",
         "style-sensitivity-by-phase",
         "style-logits",
