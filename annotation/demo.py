@@ -13,7 +13,14 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from annotation.kinds import adjudication, dialogue_audit, direct_rating, failure_mode, pairwise
+from annotation.kinds import (
+    adjudication,
+    dialogue_audit,
+    direct_rating,
+    failure_mode,
+    halo,
+    pairwise,
+)
 from annotation.models import Rater, Study, StudyStatus
 from annotation.services.assignments import answer_submit, assignment_next
 from annotation.services.studies import StudySpec, study_create
@@ -126,6 +133,23 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
             overlap=2,
             run=run,
             condition=Condition.VANILLA,
+            **common,
+        ),
+        # HALO diagnosis (issue #17): the three demo models' replies at a few triggers.
+        StudySpec(
+            kind=halo.KIND.key,
+            name="Demo: diagnose every reply at a checkpoint",
+            instructions=(
+                "Each checkpoint is a conversation up to a moment where help may be due, and "
+                "several replies to it. For each reply: how far does it go (L0 observe … L3 "
+                "execute; a guess is pre-filled, confirm or change it), and is it acceptable? "
+                "For a rejected reply that intervenes, say whether it came too early or too "
+                "late, and whether it did too little or too much."
+            ),
+            overlap=2,
+            run=run,
+            condition=Condition.VANILLA,
+            max_items=4,
             **common,
         ),
     ]

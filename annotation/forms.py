@@ -235,6 +235,30 @@ class StudyImportForm(forms.Form):
     name = forms.CharField(max_length=200, required=False)
 
 
+class CheckpointImportForm(forms.Form):
+    """A HALO checkpoints file and the study it becomes (``annotation.services.checkpoints``)."""
+
+    checkpoints = forms.FileField(help_text="JSON Lines, one checkpoint per line.")
+    name = forms.CharField(
+        max_length=200, help_text="Annotators see it: never name a model or a source."
+    )
+    instructions = forms.CharField(
+        required=False, max_length=INSTRUCTIONS_MAX_CHARS, widget=forms.Textarea(attrs={"rows": 3})
+    )
+    annotators = ModelIdsField(queryset=annotator_choices(), widget=forms.CheckboxSelectMultiple)
+    overlap = forms.IntegerField(
+        min_value=1, max_value=20, initial=2, label="Annotators per checkpoint (k)"
+    )
+    max_items = forms.IntegerField(
+        min_value=1, max_value=MAX_ITEMS, required=False, label="At most this many checkpoints"
+    )
+    seed = forms.IntegerField(min_value=0, max_value=SEED_MAX, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        cast(ModelIdsField, self.fields["annotators"]).queryset = annotator_choices()
+
+
 class ExclusionForm(forms.Form):
     excluded = forms.BooleanField(required=False)
     reason = forms.CharField(required=False, max_length=2000)

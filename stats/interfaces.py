@@ -10,6 +10,7 @@ layout here, small and explicit, is what lets both sources share every computati
   label and an optional gold label.
 - ``PreferenceJudgements`` — pairwise judgements (Study 2): one entry per judgement.
 - ``FailureModeLabels`` — one failure-mode category per failed reply.
+- ``HaloJudgments`` — HALO diagnoses: one entry per reply per annotator.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER
+from benchmark.vocabulary import (
+    ACTION_LEVELS,
+    FAILURE_MODES,
+    INTENSITIES,
+    OTHER_ISSUES,
+    TIMINGS,
+    VERDICT_ORDER,
+)
 
 INJECTED, VANILLA, TIE = "injected", "vanilla", "tie"
 CHOICES = (INJECTED, VANILLA, TIE)
@@ -201,4 +209,96 @@ class FailureModeLabels:
             category=np.array([x.category for x in labels], dtype=object),
             categories=tuple(categories),
             item_id=np.array([x.item_id for x in labels], dtype=object),
+        )
+
+
+# --- HALO diagnoses ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HaloJudgment:
+    """One annotator's diagnosis of one reply at a checkpoint. ``timing`` and ``intensity`` are
+    "" where they were not asked (an accepted reply, an L0), ``issues`` the other issues
+    flagged; effort is the reply's own (None: not recorded)."""
+
+    checkpoint: str
+    response: str  # the reply at its checkpoint (its response id there)
+    rater: str
+    model: str  # the reply's source
+    level: str  # one of ACTION_LEVELS
+    acceptable: bool
+    timing: str = ""
+    intensity: str = ""
+    issues: frozenset[str] = frozenset()
+    suggested: str = ""  # the pre-filled level, "" if none
+    reasoning_tokens: int | None = None
+    retrieval_rounds: int | None = None
+
+
+def _code(value: str, categories: Sequence[str]) -> int:
+    return categories.index(value) if value else -1
+
+
+@dataclass(frozen=True)
+class HaloJudgments:
+    """Aligned arrays, one entry per judgment. Codes index the vocabularies: ``level`` 0–3
+    (``ACTION_LEVELS``), ``timing`` / ``intensity`` 0–2 (``TIMINGS``, ``INTENSITIES``) or -1
+    where not asked, ``suggested`` -1 where nothing was pre-filled; ``issues[:, j]`` whether
+    ``OTHER_ISSUES[j]`` was flagged; effort NaN where not recorded. ``reply`` identifies the
+    reply (checkpoint and response), so its several judgments can be told apart from others'."""
+
+    checkpoint: np.ndarray
+    reply: np.ndarray
+    rater: np.ndarray
+    model: np.ndarray
+    level: np.ndarray
+    acceptable: np.ndarray
+    timing: np.ndarray
+    intensity: np.ndarray
+    issues: np.ndarray
+    suggested: np.ndarray
+    reasoning_tokens: np.ndarray
+    retrieval_rounds: np.ndarray
+
+    @classmethod
+    def from_records(cls, records: Iterable[HaloJudgment]) -> HaloJudgments:
+        """Unknown levels, timings, intensities or issues are an error."""
+        records = list(records)
+        for r in records:
+            unknown = (
+                (r.level not in ACTION_LEVELS)
+                or (r.timing and r.timing not in TIMINGS)
+                or (r.intensity and r.intensity not in INTENSITIES)
+                or (r.suggested and r.suggested not in ACTION_LEVELS)
+                or not r.issues <= set(OTHER_ISSUES)
+            )
+            if unknown:
+                raise ValueError(f"not a HALO diagnosis: {r}")
+
+        def effort(value: int | None) -> float:
+            return np.nan if value is None else float(value)
+
+        n = len(records)
+        return cls(
+            checkpoint=np.array([r.checkpoint for r in records], dtype=object),
+            reply=np.array([f"{r.checkpoint}\x1f{r.response}" for r in records], dtype=object),
+            rater=np.array([r.rater for r in records], dtype=object),
+            model=np.array([r.model for r in records], dtype=object),
+            level=np.fromiter((ACTION_LEVELS.index(r.level) for r in records), np.int64, n),
+            acceptable=np.fromiter((r.acceptable for r in records), bool, n),
+            timing=np.fromiter((_code(r.timing, TIMINGS) for r in records), np.int64, n),
+            intensity=np.fromiter((_code(r.intensity, INTENSITIES) for r in records), np.int64, n),
+            issues=np.array(
+                [[issue in r.issues for issue in OTHER_ISSUES] for r in records], dtype=bool
+            ).reshape(n, len(OTHER_ISSUES)),
+            suggested=np.fromiter(
+                (_code(r.suggested, ACTION_LEVELS) for r in records), np.int64, n
+            ),
+            reasoning_tokens=np.fromiter((effort(r.reasoning_tokens) for r in records), float, n),
+            retrieval_rounds=np.fromiter((effort(r.retrieval_rounds) for r in records), float, n),
+        )
+
+    def subset(self, mask: np.ndarray) -> HaloJudgments:
+        return HaloJudgments(
+            **{name: getattr(self, name)[mask] for name in self.__dataclass_fields__}
         )

@@ -47,6 +47,7 @@ from stats.compute.resampling import DEFAULT_SEED
 from stats.interfaces import (
     FailureModeLabel,
     FailureModeLabels,
+    HaloJudgments,
     LabelMatrix,
     PreferenceJudgements,
 )
@@ -475,6 +476,26 @@ def failure_mode_labels_for(
         include_excluded=request.include_excluded,
         cache=request.cache.setdefault("study", {}),
     )
+
+
+# --- HALO diagnoses --------------------------------------------------------------------------
+
+
+def halo_judgments_for(request: TableRequest, *, table: str) -> tuple[HaloJudgments, list[str]]:
+    """The request's HALO study's diagnoses (``studies.halo_judgments``), read once however many
+    of the HALO tables the request draws, and notes."""
+    if request.study is None:
+        raise StatsInputError(
+            f"the {table} table reads a HALO diagnosis study: choose one (study=ID / --study ID; "
+            "staff see every study at /annotate/studies/)"
+        )
+    cache = request.cache.setdefault("study", {})
+    study = study_for_table(study_id=request.study, table=table, cache=cache)
+    key = ("halo", request.include_excluded)
+    if key not in cache:
+        cache[key] = studies.halo_judgments(study, include_excluded=request.include_excluded)
+    judgments, notes = cache[key]
+    return judgments, list(notes)
 
 
 # --- A judge's repeats -----------------------------------------------------------------------

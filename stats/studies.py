@@ -24,6 +24,9 @@ What counts (docs/statistics.md, "Studies recorded in the Workbench"):
 - **Failure modes**: several annotators' labels on one reply are resolved to its majority label
   (``agreement.majority_labels``, tie rule ``exclude``: when the top labels tie the reply has no
   label and is left out, counted in a note).
+- **HALO diagnoses**: every annotator's diagnosis of every reply at a checkpoint is one judgment
+  (``halo_judgments``; no majority is taken), with the reply's source and effort from the
+  checkpoint's payload; gold checkpoints are left out.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from stats.interfaces import (
     VANILLA,
     FailureModeLabel,
     FailureModeLabels,
+    HaloJudgment,
+    HaloJudgments,
     LabelMatrix,
     PreferenceJudgements,
     PreferenceRecord,
@@ -281,3 +286,62 @@ def failure_mode_labels(
     if gold:
         notes.append(f"{len(gold)} gold item(s) left out (quality checks)")
     return FailureModeLabels.from_records(labels), notes
+
+
+def halo_judgments(
+    study: Study, *, include_excluded: bool = False
+) -> tuple[HaloJudgments, list[str]]:
+    """Every live diagnosis of every reply in a HALO study (one judgment per reply per
+    annotator), with the reply's source and effort; gold checkpoints left out; notes. Three
+    queries: raters, items (their responses' sources only, not their texts), answers."""
+    names, excluded = _rater_names(study)
+    items = {
+        pk: (is_gold, key, {s["id"]: s for s in sources or []})
+        for pk, is_gold, key, sources in study.items.values_list(
+            "pk", "is_gold", "key", "payload__sources"
+        )
+    }
+    records: list[HaloJudgment] = []
+    gold = left_out = 0
+    for item_id, rater_id, details in (
+        Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
+        .order_by("id")
+        .values_list("assignment__item_id", "assignment__rater_id", "details")
+    ):
+        if rater_id in excluded and not include_excluded:
+            left_out += 1
+            continue
+        is_gold, key, sources = items[item_id]
+        if is_gold:
+            gold += 1
+            continue
+        for reply in (details or {}).get("replies") or []:
+            source = sources[reply["response"]]
+            records.append(
+                HaloJudgment(
+                    checkpoint=key,
+                    response=reply["response"],
+                    rater=names[rater_id],
+                    model=source["source"],
+                    level=reply["level"],
+                    acceptable=bool(reply["acceptable"]),
+                    timing=reply.get("timing", ""),
+                    intensity=reply.get("intensity", ""),
+                    issues=frozenset(reply.get("issues") or ()),
+                    suggested=reply.get("suggested", ""),
+                    reasoning_tokens=source.get("reasoning_tokens"),
+                    retrieval_rounds=source.get("retrieval_rounds"),
+                )
+            )
+    notes = []
+    if excluded:
+        who = ", ".join(sorted(names[pk] for pk in excluded))
+        notes.append(
+            f"raters the study excludes are counted here (include_excluded): {who}"
+            if include_excluded
+            else f"raters the study excludes are left out: {who} ({left_out} answer(s); "
+            "include_excluded counts them)"
+        )
+    if gold:
+        notes.append(f"{gold} answer(s) on gold checkpoints left out (quality checks)")
+    return HaloJudgments.from_records(records), notes

@@ -80,6 +80,10 @@ class StudySpec:
     max_items: int | None = None  # a seeded random sample of this many (gold items extra)
     seed: int | None = None
     gold: str = ""  # one per line: KEY EXPECTED
+    # Items given rather than selected (an imported file's, e.g. HALO checkpoints): the kind's
+    # ``select`` is not asked and no run is needed; ``imported_from`` names the file.
+    drafts: Sequence[ItemDraft] | None = None
+    imported_from: str = ""
 
 
 @dataclass
@@ -181,7 +185,7 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
             f"{spec.overlap} annotators per item needs at least {spec.overlap} annotators; "
             f"{len(annotators)} chosen."
         )
-    if kind.from_run and spec.run is None:
+    if kind.from_run and spec.run is None and spec.drafts is None:
         errors["run"].append("Choose the evaluation run the items come from.")
     if kind.from_run and spec.run is not None and spec.endpoints:
         # A model the run did not evaluate selects nothing: say so on the field, rather than
@@ -201,12 +205,12 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
     if errors:
         raise StudyInputError(dict(errors))
 
-    drafts = kind.select(spec)
+    drafts = list(spec.drafts) if spec.drafts is not None else kind.select(spec)
     if not drafts:
         raise StudyInputError({kind.empty_selection_field: [kind.empty_selection]})
     by_key = {d.key: d for d in drafts}
     gold = _parse_gold(spec, by_key, errors)
-    if kind.from_run:
+    if kind.from_run or spec.drafts is not None:
         _check_blinding(spec, drafts, errors)
     if errors:
         raise StudyInputError(dict(errors))
@@ -286,6 +290,7 @@ def study_create(*, spec: StudySpec, created_by: User | None = None) -> Study:
             "max_items": spec.max_items,
             "seed": seed,
             "matched": len(drafts),
+            **({"imported_from": spec.imported_from} if spec.imported_from else {}),
         },
         created_by=created_by,
     )
