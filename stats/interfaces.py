@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -215,11 +216,11 @@ class FailureModeLabels:
 # --- HALO diagnoses ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HaloJudgment:
+class HaloJudgment(NamedTuple):
     """One annotator's diagnosis of one reply at a checkpoint. ``timing`` and ``intensity`` are
     "" where they were not asked (an accepted reply, an L0), ``issues`` the other issues
-    flagged; effort is the reply's own (None: not recorded)."""
+    flagged; effort is the reply's own (None: not recorded). A named tuple: a study's read
+    makes one per reply per annotator, tens of thousands."""
 
     checkpoint: str
     response: str  # the reply at its checkpoint (its response id there)
@@ -235,17 +236,20 @@ class HaloJudgment:
     retrieval_rounds: int | None = None
 
 
-def _code(value: str, categories: Sequence[str]) -> int:
-    return categories.index(value) if value else -1
+_LEVEL = {level: code for code, level in enumerate(ACTION_LEVELS)}
+_TIMING = {"": -1, **{timing: code for code, timing in enumerate(TIMINGS)}}
+_INTENSITY = {"": -1, **{intensity: code for code, intensity in enumerate(INTENSITIES)}}
+_SUGGESTED = {"": -1, **_LEVEL}
 
 
 @dataclass(frozen=True)
 class HaloJudgments:
-    """Aligned arrays, one entry per judgment. Codes index the vocabularies: ``level`` 0–3
-    (``ACTION_LEVELS``), ``timing`` / ``intensity`` 0–2 (``TIMINGS``, ``INTENSITIES``) or -1
-    where not asked, ``suggested`` -1 where nothing was pre-filled; ``issues[:, j]`` whether
-    ``OTHER_ISSUES[j]`` was flagged; effort NaN where not recorded. ``reply`` identifies the
-    reply (checkpoint and response), so its several judgments can be told apart from others'."""
+    """Aligned arrays, one entry per judgment. ``checkpoint`` and ``reply`` are integer codes
+    (in order of first appearance; a reply is a response at a checkpoint, so its several
+    judgments share its code); ``rater`` and ``model`` names. Codes index the vocabularies:
+    ``level`` 0–3 (``ACTION_LEVELS``), ``timing`` / ``intensity`` 0–2 (``TIMINGS``,
+    ``INTENSITIES``) or -1 where not asked, ``suggested`` -1 where nothing was pre-filled;
+    ``issues[:, j]`` whether ``OTHER_ISSUES[j]`` was flagged; effort NaN where not recorded."""
 
     checkpoint: np.ndarray
     reply: np.ndarray
@@ -262,40 +266,53 @@ class HaloJudgments:
 
     @classmethod
     def from_records(cls, records: Iterable[HaloJudgment]) -> HaloJudgments:
-        """Unknown levels, timings, intensities or issues are an error."""
-        records = list(records)
+        """Unknown levels, timings, intensities or issues are an error. One pass (a study's
+        read builds tens of thousands of these)."""
+        checkpoints: dict[str, int] = {}
+        replies: dict[tuple[str, str], int] = {}
+        columns: tuple[list, ...] = tuple([] for _ in range(11))
+        (checkpoint, reply, rater, model, level, acceptable, timing, intensity, issues,
+         suggested, effort) = columns  # fmt: skip
+        known_issues = set(OTHER_ISSUES)
         for r in records:
-            unknown = (
-                (r.level not in ACTION_LEVELS)
-                or (r.timing and r.timing not in TIMINGS)
-                or (r.intensity and r.intensity not in INTENSITIES)
-                or (r.suggested and r.suggested not in ACTION_LEVELS)
-                or not r.issues <= set(OTHER_ISSUES)
-            )
-            if unknown:
+            try:
+                codes = (_LEVEL[r.level], _TIMING[r.timing], _INTENSITY[r.intensity])
+                prefill = _SUGGESTED[r.suggested]
+            except KeyError:
+                raise ValueError(f"not a HALO diagnosis: {r}") from None
+            if not r.issues <= known_issues:
                 raise ValueError(f"not a HALO diagnosis: {r}")
-
-        def effort(value: int | None) -> float:
-            return np.nan if value is None else float(value)
-
-        n = len(records)
+            checkpoint.append(checkpoints.setdefault(r.checkpoint, len(checkpoints)))
+            reply.append(replies.setdefault((r.checkpoint, r.response), len(replies)))
+            rater.append(r.rater)
+            model.append(r.model)
+            level.append(codes[0])
+            timing.append(codes[1])
+            intensity.append(codes[2])
+            acceptable.append(r.acceptable)
+            issues.append([issue in r.issues for issue in OTHER_ISSUES])
+            suggested.append(prefill)
+            effort.append(
+                (
+                    np.nan if r.reasoning_tokens is None else r.reasoning_tokens,
+                    np.nan if r.retrieval_rounds is None else r.retrieval_rounds,
+                )
+            )
+        n = len(checkpoint)
+        efforts = np.array(effort, dtype=float).reshape(n, 2)
         return cls(
-            checkpoint=np.array([r.checkpoint for r in records], dtype=object),
-            reply=np.array([f"{r.checkpoint}\x1f{r.response}" for r in records], dtype=object),
-            rater=np.array([r.rater for r in records], dtype=object),
-            model=np.array([r.model for r in records], dtype=object),
-            level=np.fromiter((ACTION_LEVELS.index(r.level) for r in records), np.int64, n),
-            acceptable=np.fromiter((r.acceptable for r in records), bool, n),
-            timing=np.fromiter((_code(r.timing, TIMINGS) for r in records), np.int64, n),
-            intensity=np.fromiter((_code(r.intensity, INTENSITIES) for r in records), np.int64, n),
-            issues=np.array(
-                [[issue in r.issues for issue in OTHER_ISSUES] for r in records], dtype=bool
-            ).reshape(n, len(OTHER_ISSUES)),
-            suggested=np.fromiter(
-                (_code(r.suggested, ACTION_LEVELS) for r in records), np.int64, n
-            ),
-            reasoning_tokens=np.fromiter((effort(r.reasoning_tokens) for r in records), float, n),
-            retrieval_rounds=np.fromiter((effort(r.retrieval_rounds) for r in records), float, n),
+            checkpoint=np.array(checkpoint, dtype=np.int64),
+            reply=np.array(reply, dtype=np.int64),
+            rater=np.array(rater, dtype=object),
+            model=np.array(model, dtype=object),
+            level=np.array(level, dtype=np.int64),
+            acceptable=np.array(acceptable, dtype=bool),
+            timing=np.array(timing, dtype=np.int64),
+            intensity=np.array(intensity, dtype=np.int64),
+            issues=np.array(issues, dtype=bool).reshape(n, len(OTHER_ISSUES)),
+            suggested=np.array(suggested, dtype=np.int64),
+            reasoning_tokens=efforts[:, 0],
+            retrieval_rounds=efforts[:, 1],
         )
 
     def subset(self, mask: np.ndarray) -> HaloJudgments:

@@ -31,7 +31,10 @@ What counts (docs/statistics.md, "Studies recorded in the Workbench"):
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -288,12 +291,32 @@ def failure_mode_labels(
     return FailureModeLabels.from_records(labels), notes
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused for a bulk read: decoding thousands of answers builds
+    some 10^5 short-lived containers, none in a cycle (reference counting frees them all), and
+    meanwhile the collector would scan the whole heap — Django, NumPy, SciPy — several times:
+    half of a HALO table's time on the benchmark (bench/README.md). It resumes after."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def halo_judgments(
     study: Study, *, include_excluded: bool = False
 ) -> tuple[HaloJudgments, list[str]]:
     """Every live diagnosis of every reply in a HALO study (one judgment per reply per
     annotator), with the reply's source and effort; gold checkpoints left out; notes. Three
     queries: raters, items (their responses' sources only, not their texts), answers."""
+    with _no_cycle_collection():
+        return _halo_judgments(study, include_excluded=include_excluded)
+
+
+def _halo_judgments(study: Study, *, include_excluded: bool) -> tuple[HaloJudgments, list[str]]:
     names, excluded = _rater_names(study)
     items = {
         pk: (is_gold, key, {s["id"]: s for s in sources or []})

@@ -48,19 +48,21 @@ POOLED = "POOLED"
 L0 = ACTION_LEVELS.index("L0")
 PREMATURE, BELATED = TIMINGS.index("premature"), TIMINGS.index("belated")
 INSUFFICIENT, EXCESSIVE = INTENSITIES.index("insufficient"), INTENSITIES.index("excessive")
-PAIRED_RESAMPLES = 2_000
-"""Resamples per paired figure: every pair of models gets four intervals (45 pairs for ten
-models), each from its own resamples of the pair's shared checkpoints."""
+CHECKPOINT_RESAMPLES = 2_000
+"""Resamples of the checkpoint bootstrap (acceptability, over- / under-proactive shares, the
+intervention rate): a pooled row's checkpoints differ in many ways (how many replies, how many
+rejected, …), so each resample costs a draw per distinct checkpoint profile; 2,000 keep every
+HALO table within a second on 16,000 judgments (bench/stats.py) and a 95% percentile interval's
+ends well estimated (each from 50 resamples beyond it)."""
+PAIRED_RESAMPLES = 1_000
+"""Resamples per pair of models, as the leaderboard's per cell: ten models make 45 pairs, each
+with its own resamples of its shared checkpoints (its four intervals from the same ones)."""
 
 NAN = float("nan")
 NO_CI = (NAN, NAN)
 
 
 # --- Shared -----------------------------------------------------------------------------------
-
-
-def _checkpoint_codes(judgments: HaloJudgments) -> np.ndarray:
-    return np.unique(judgments.checkpoint, return_inverse=True)[1].reshape(-1)
 
 
 def cluster_ratio_intervals(
@@ -73,18 +75,22 @@ def cluster_ratio_intervals(
     level: float = CONFIDENCE,
 ) -> list[tuple[float, float]]:
     """The percentile interval of each sum(numerator) / sum(denominator), resampling clusters
-    (checkpoints) with all their entries; the ratios share one set of resamples."""
+    (checkpoints) with all their entries. Each ratio is resampled on its own (its interval is
+    all that is reported): a cluster's (denominator, numerator) pair has few distinct values,
+    so the draws per profile stay few (``item_bootstrap_sums``)."""
     if denominator.size == 0 or denominator.sum() == 0:
         return [NO_CI for _ in numerators]
     clusters = np.unique(clusters, return_inverse=True)[1].reshape(-1)
     n = int(clusters.max()) + 1
-    columns = [np.bincount(clusters, weights=denominator.astype(float), minlength=n)]
-    columns += [np.bincount(clusters, weights=x.astype(float), minlength=n) for x in numerators]
-    sums = item_bootstrap_sums(np.column_stack(columns), resamples=resamples, rng=rng)
-    return [
-        percentile_interval(safe_ratio(sums[:, j + 1], sums[:, 0]), level)
-        for j in range(len(numerators))
-    ]
+    per_cluster = np.bincount(clusters, weights=denominator.astype(float), minlength=n)
+    out = []
+    for numerator in numerators:
+        pairs = np.column_stack(
+            [per_cluster, np.bincount(clusters, weights=numerator.astype(float), minlength=n)]
+        )
+        sums = item_bootstrap_sums(pairs, resamples=resamples, rng=rng)
+        out.append(percentile_interval(safe_ratio(sums[:, 1], sums[:, 0]), level))
+    return out
 
 
 def _share(numerator: np.ndarray, denominator: np.ndarray) -> float:
@@ -137,7 +143,7 @@ ACCEPTABILITY_SHARES = (
 
 
 def acceptability_table(
-    judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = HUMAN_RESAMPLES
+    judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = CHECKPOINT_RESAMPLES
 ) -> list[AcceptabilityRow]:
     """Per model, then POOLED: the share of judgments that accept the reply (checkpoint
     bootstrap CI), and HALO's Table 1 shares of all judgments."""
@@ -165,8 +171,8 @@ def acceptability_table(
         rows.append(
             AcceptabilityRow(
                 model=model,
-                n_checkpoints=len(set(j.checkpoint.tolist())),
-                n_replies=len(set(j.reply.tolist())),
+                n_checkpoints=int(np.unique(j.checkpoint).size),
+                n_replies=int(np.unique(j.reply).size),
                 n_judgments=int(j.acceptable.size),
                 n_acceptable=int(j.acceptable.sum()),
                 acceptability=_share(j.acceptable, ones),
@@ -195,7 +201,7 @@ class ProactivityRow:
 
 
 def proactivity_table(
-    judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = HUMAN_RESAMPLES
+    judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = CHECKPOINT_RESAMPLES
 ) -> list[ProactivityRow]:
     """Per model, then POOLED: of the rejected judgments, the share over-proactive and the
     share under-proactive (not exclusive: see the module docstring), with checkpoint
@@ -273,7 +279,7 @@ class LevelRow:
 
 
 def level_table(
-    judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = HUMAN_RESAMPLES
+    judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = CHECKPOINT_RESAMPLES
 ) -> list[LevelRow]:
     """Per model, then POOLED: the levels the annotators settled on, the intervention rate
     (L1–L3, checkpoint bootstrap CI) and how often a pre-filled level was changed."""
@@ -329,9 +335,9 @@ def paired_table(
     accept an intervention, accept an L0 (restraint); each checkpoint then weighs the same.
     Δ = mean over shared checkpoints of (a − b); Δ acceptability = Δ accepted action +
     Δ accepted restraint exactly (HALO's decomposition). Intervals: percentile bootstrap of the
-    shared checkpoints (paired: a checkpoint is resampled with both models' judgments), each
-    figure from its own ``resamples`` draws."""
-    checkpoints = _checkpoint_codes(judgments)
+    shared checkpoints (paired: a checkpoint is resampled with both models' judgments), the
+    pair's four figures from one set of ``resamples`` draws."""
+    checkpoints = judgments.checkpoint
     models = sorted(set(judgments.model.tolist()))
     model_codes = np.searchsorted(np.array(models, dtype=object), judgments.model)
     shape = (int(checkpoints.max()) + 1 if checkpoints.size else 0, len(models))
@@ -354,20 +360,26 @@ def paired_table(
         n = int(shared.sum())
         if n == 0:
             continue
-        row_a, row_b, delta, ci = {}, {}, {}, {}
-        for name in PAIRED_MEASURES:
-            x, y = means[name][shared, a], means[name][shared, b]
-            d = x - y
-            row_a[name], row_b[name], delta[name] = (
-                float(x.mean()),
-                float(y.mean()),
-                float(d.mean()),
+        x = np.column_stack([means[name][shared, a] for name in PAIRED_MEASURES])
+        y = np.column_stack([means[name][shared, b] for name in PAIRED_MEASURES])
+        # One set of resamples of the shared checkpoints for the pair's four differences.
+        sums = item_bootstrap_sums(
+            x - y, resamples=resamples, rng=rng_for(seed, "halo-paired", models[a], models[b])
+        )
+        rows.append(
+            PairedRow(
+                models[a],
+                models[b],
+                n,
+                a={name: float(x[:, k].mean()) for k, name in enumerate(PAIRED_MEASURES)},
+                b={name: float(y[:, k].mean()) for k, name in enumerate(PAIRED_MEASURES)},
+                delta={name: float((x - y)[:, k].mean()) for k, name in enumerate(PAIRED_MEASURES)},
+                ci={
+                    name: percentile_interval(sums[:, k] / n)
+                    for k, name in enumerate(PAIRED_MEASURES)
+                },
             )
-            sums = item_bootstrap_sums(
-                d, resamples=resamples, rng=rng_for(seed, "halo-paired", models[a], models[b], name)
-            )
-            ci[name] = percentile_interval(sums[:, 0] / n)
-        rows.append(PairedRow(models[a], models[b], n, row_a, row_b, delta, ci))
+        )
     return rows
 
 
@@ -407,7 +419,7 @@ def effort_table(judgments: HaloJudgments) -> list[EffortRow]:
         rows.append(
             EffortRow(
                 model=model,
-                n_replies=len(set(judgments.reply[mask].tolist())),
+                n_replies=int(np.unique(judgments.reply[mask]).size),
                 n_judgments=int(mask.sum()),
                 acceptability=float(judgments.acceptable[mask].mean()) if mask.any() else NAN,
                 n_with=n_with,
@@ -526,7 +538,7 @@ def agreement_table(
     reply-bootstrap CI (``agreement``). A conditional question (timing, intensity: rejected
     interventions; other issues: rejected replies) counts only the annotators who were asked
     it, so its agreement is conditional on theirs."""
-    units = np.unique(judgments.reply, return_inverse=True)[1].reshape(-1)
+    units = judgments.reply  # dense codes 0 … replies − 1
     n_units = int(units.max()) + 1 if units.size else 0
     rows = []
     for question, codes, k, ordinal in _questions(judgments):

@@ -11,7 +11,6 @@ from typing import Any
 from benchmark.vocabulary import ACTION_LEVELS, INTENSITIES
 from stats import charts, selectors
 from stats.compute import halo
-from stats.compute.resampling import HUMAN_RESAMPLES
 from stats.tables.base import (
     STUDY,
     Aside,
@@ -26,7 +25,7 @@ from stats.tables.base import (
     register,
 )
 
-CHECKPOINTS = Bootstrap(HUMAN_RESAMPLES, "checkpoints (each keeping all its judgments)")
+CHECKPOINTS = Bootstrap(halo.CHECKPOINT_RESAMPLES, "checkpoints (each keeping all its judgments)")
 MODEL = Column("model", "str", "The reply's source (a model's handle), or POOLED for all.")
 POOLED_ROWS = ("model", halo.POOLED)
 NAN = float("nan")
