@@ -36,7 +36,6 @@ from stats.compute.correlation import Correlation, pearson_with_fisher_ci
 from stats.compute.resampling import (
     CONFIDENCE,
     DEFAULT_SEED,
-    HUMAN_RESAMPLES,
     item_bootstrap_sums,
     percentile_interval,
     rng_for,
@@ -54,6 +53,9 @@ intervention rate): a pooled row's checkpoints differ in many ways (how many rep
 rejected, …), so each resample costs a draw per distinct checkpoint profile; 2,000 keep every
 HALO table within a second on 16,000 judgments (bench/stats.py) and a 95% percentile interval's
 ends well estimated (each from 50 resamples beyond it)."""
+REPLY_RESAMPLES = 2_000
+"""Resamples of the reply bootstrap of the agreement table: two intervals (α, κ) for each of
+seven questions; as ``CHECKPOINT_RESAMPLES``."""
 PAIRED_RESAMPLES = 1_000
 """Resamples per pair of models, as the leaderboard's per cell: ten models make 45 pairs, each
 with its own resamples of its shared checkpoints (its four intervals from the same ones)."""
@@ -531,7 +533,7 @@ def _questions(j: HaloJudgments) -> list[tuple[str, np.ndarray, int, bool]]:
 
 
 def agreement_table(
-    judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = HUMAN_RESAMPLES
+    judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = REPLY_RESAMPLES
 ) -> list[QuestionAgreementRow]:
     """Per question, over the replies (units) answered by two or more annotators: percent
     agreement, Krippendorff's α (ordinal for the level, else nominal) and Fleiss' κ, each with a

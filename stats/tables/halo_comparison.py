@@ -8,7 +8,6 @@ from typing import Any
 
 from stats import charts, selectors
 from stats.compute import halo
-from stats.compute.resampling import HUMAN_RESAMPLES
 from stats.tables.base import (
     STUDY,
     Aside,
@@ -25,7 +24,7 @@ from stats.tables.base import (
 from stats.tables.halo import NAN, ci_values, judgments_for
 
 PAIRED = Bootstrap(halo.PAIRED_RESAMPLES, "shared checkpoints, per pair and figure")
-REPLIES = Bootstrap(HUMAN_RESAMPLES, "replies (each keeping all its answers)")
+REPLIES = Bootstrap(halo.REPLY_RESAMPLES, "replies (each keeping all its answers)")
 
 
 # --- Paired comparison ------------------------------------------------------------------------
