@@ -133,17 +133,6 @@ class AcceptabilityRow:
     shares: dict[str, float]  # of all judgments: HALO's Table 1 error rates and restraint
 
 
-ACCEPTABILITY_SHARES = (
-    "justified_restraint",
-    "inaction",
-    "premature",
-    "belated",
-    "insufficient",
-    "excessive",
-    "other_issues",
-)
-
-
 def acceptability_table(
     judgments: HaloJudgments, *, seed: int = DEFAULT_SEED, resamples: int = CHECKPOINT_RESAMPLES
 ) -> list[AcceptabilityRow]:

@@ -10,11 +10,11 @@ import pytest
 from django.urls import reverse
 
 from annotation.kinds import halo
-from annotation.models import Answer, Assignment
+from annotation.models import Answer, Assignment, Study
 from annotation.selectors import study_overview
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
 from benchmark.models import Condition, EvaluationUnit, ModelEndpoint, Trigger
-from tests.annotation.conftest import MODELS, rater
+from tests.annotation.conftest import MODELS, form_data, rater
 from tests.annotation.test_concurrency import THREADS, _in_parallel, _max_holding_per_item
 from tests.annotation.test_workspace_pages import HTMX, key_of, token_of
 
@@ -330,3 +330,14 @@ def test_simultaneous_annotators_never_push_a_checkpoint_past_k(make_study, make
     for item in study.items.all():
         orders = [tuple(a.display["order"]) for a in item.assignments.all()]
         assert len(set(orders)) == 2, orders
+
+
+def test_a_halo_study_is_created_from_the_staff_page(run, make_annotators, client_for, researcher):
+    people = make_annotators(2)
+    data = form_data(run, people, kind="halo", name="Diagnose the closings", condition="vanilla")
+    response = client_for(researcher).post(reverse("annotation:study_new"), data)
+    study = Study.objects.get(name="Diagnose the closings")
+    assert response.status_code == 302 and study.kind == "halo"
+    # RECOVERY triggers only (the form's trigger type), vanilla: one checkpoint each.
+    assert study.items.count() == Trigger.objects.filter(type="RECOVERY").count()
+    assert study.selection["condition"] == "vanilla"
