@@ -486,8 +486,8 @@ def halo_judgments_for(request: TableRequest, *, table: str) -> tuple[HaloJudgme
     of the HALO tables the request draws, and notes."""
     if request.study is None:
         raise StatsInputError(
-            f"the {table} table reads a human study, a HALO diagnosis one: choose it (study=ID / "
-            "--study ID; staff see every study at /annotate/studies/)"
+            f"the {table} table reads a human study: choose one, a HALO diagnosis study "
+            "(study=ID / --study ID; staff see every study at /annotate/studies/)"
         )
     cache = request.cache.setdefault("study", {})
     study = study_for_table(study_id=request.study, table=table, cache=cache)
