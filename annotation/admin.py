@@ -14,7 +14,12 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation.forms import CheckpointImportForm, StudyCreateForm, StudyImportForm
+from annotation.forms import (
+    BattleImportForm,
+    CheckpointImportForm,
+    StudyCreateForm,
+    StudyImportForm,
+)
 from annotation.models import (
     Answer,
     Assignment,
@@ -25,6 +30,7 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
+from annotation.services.battles import battles_import
 from annotation.services.checkpoints import checkpoints_import
 from annotation.services.importer import StudyImportError, study_import
 from annotation.services.studies import (
@@ -251,6 +257,11 @@ class StudyAdmin(admin.ModelAdmin):
                 name="annotation_study_import",
             ),
             path(
+                "import-battles/",
+                self.admin_site.admin_view(self.import_battles_view),
+                name="annotation_study_import_battles",
+            ),
+            path(
                 "import-halo/",
                 self.admin_site.admin_view(self.import_halo_view),
                 name="annotation_study_import_halo",
@@ -323,6 +334,39 @@ class StudyAdmin(admin.ModelAdmin):
                 messages.success(request, f"Imported study {study.pk}: {study.name}.")
                 return redirect("admin:annotation_study_change", study.pk)
         return TemplateResponse(request, "admin/annotation/study/import.html", context)
+
+    def import_battles_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload battles in the Chatbot Arena format: same as ``import_battles``."""
+        if not self.has_add_permission(request):
+            return redirect("admin:index")
+        posted = request.method == "POST"
+        form = BattleImportForm(request.POST if posted else None, request.FILES if posted else None)
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "title": "Import battles (Chatbot Arena format)",
+            "opts": self.model._meta,
+        }
+        if posted and form.is_valid():
+            upload = form.cleaned_data["battles"]
+            try:
+                result = battles_import(
+                    stream=upload,
+                    source_name=upload.name,
+                    name=form.cleaned_data["name"],
+                    imported_by=signed_in_user(request),
+                )
+            except StudyImportError as exc:
+                context["import_errors"] = exc
+            else:
+                study = result.study
+                messages.success(
+                    request,
+                    f"Imported study {study.pk}: {study.name} ({result.battles} battles, "
+                    f"{result.items} items, {result.judges} judges).",
+                )
+                return redirect("admin:annotation_study_change", study.pk)
+        return TemplateResponse(request, "admin/annotation/study/import_battles.html", context)
 
     def import_halo_view(self, request: HttpRequest) -> HttpResponse:
         """Upload HALO checkpoints as a new, open diagnosis study: same as ``import_halo``."""

@@ -1,5 +1,6 @@
 """Demo studies, one of each kind, for the demo annotators (``load_demo`` calls this): what
-``make run`` shows annotator1 and annotator2 on their work page. Beside them, one closed,
+``make run`` shows annotator1 and annotator2 on their work page (the arena: the demo run's three
+models, their vanilla replies). Beside them, one closed,
 already answered failure-mode study (``demo_labelled_study_load``): two demo raters' recorded
 labels (``benchmark/demo_data/failure_mode_labels.jsonl``), so the classifier-vs-people table
 has data from the start without taking the annotators' own failure-mode study."""
@@ -15,6 +16,7 @@ from django.db import transaction
 
 from annotation.kinds import (
     adjudication,
+    arena,
     dialogue_audit,
     direct_rating,
     failure_mode,
@@ -133,6 +135,19 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
             overlap=2,
             run=run,
             condition=Condition.VANILLA,
+            **common,
+        ),
+        StudySpec(
+            kind=arena.KIND.key,
+            name="Demo: which reply would you rather get?",
+            instructions=(
+                "Read the conversation, then both replies. Which one is the better next message "
+                "from the assistant? If both are fine say tie (0); if neither is, both bad (b)."
+            ),
+            overlap=2,
+            runs=[run],
+            conditions=[Condition.VANILLA],
+            per_pair=5,  # three models: three pairs, five triggers each
             **common,
         ),
         # HALO diagnosis (issue #17): the three demo models' replies at a few triggers.

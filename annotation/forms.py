@@ -113,6 +113,13 @@ class StudyCreateForm(forms.Form):
         required=False,
         help_text="The evaluation run the replies come from.",
     )
+    runs = ModelIdsField(
+        queryset=EvaluationRun.objects.order_by("-created_at"),
+        required=False,
+        label="Runs",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The evaluation runs the replies come from: one, or several to compare runs.",
+    )
     endpoints = ModelIdsField(
         queryset=ModelEndpoint.objects.all(),
         required=False,
@@ -124,6 +131,20 @@ class StudyCreateForm(forms.Form):
         choices=[("", "Any"), *TriggerType.choices], required=False, initial=TriggerType.RECOVERY
     )
     condition = forms.ChoiceField(choices=[("", "Any"), *Condition.choices], required=False)
+    conditions = forms.MultipleChoiceField(
+        choices=Condition.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Leave all unticked for every condition of the runs.",
+    )
+    per_pair = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_ITEMS,
+        required=False,
+        label="Comparisons per pair of sources",
+        help_text="At most this many items per pair, each at another trigger; empty = every "
+        "trigger both sources replied at. Pairs are filled in rounds, so all get about as many.",
+    )
     reveal_judge_verdict = forms.BooleanField(
         required=False,
         label="Show the judge's verdict after each answer",
@@ -195,9 +216,12 @@ class StudyCreateForm(forms.Form):
             annotators=list(data["annotators"]),
             adjudicators=list(data["adjudicators"]) if "adjudicators" in used else [],
             run=data["run"] if "run" in used else None,
+            runs=list(data["runs"]) if "runs" in used else [],
             endpoints=list(data["endpoints"]) if "endpoints" in used else [],
             trigger_type=data["trigger_type"] if "trigger_type" in used else "",
             condition=data["condition"] if "condition" in used else "",
+            conditions=list(data["conditions"]) if "conditions" in used else [],
+            per_pair=data["per_pair"] if "per_pair" in used else None,
             reveal_judge_verdict=data["reveal_judge_verdict"]
             if "reveal_judge_verdict" in used
             else False,
@@ -232,6 +256,14 @@ class StudyImportForm(forms.Form):
     )
     items = forms.FileField(help_text="sample_items.json (a JSON array of items)")
     ratings = MultipleFileField(help_text="The raters' files (A01.jsonl …, or P01.jsonl …)")
+    name = forms.CharField(max_length=200, required=False)
+
+
+class BattleImportForm(forms.Form):
+    battles = forms.FileField(
+        help_text="JSON Lines in the Chatbot Arena format: model_a, model_b, winner; optional "
+        "judge, question_id, turn, tstamp (other keys are ignored)."
+    )
     name = forms.CharField(max_length=200, required=False)
 
 

@@ -10,6 +10,7 @@ shows, through the study's kind (each kind turns its sides and judges into "Resp
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.db.models import (
@@ -29,6 +30,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from annotation import kinds, sql
+from annotation.kinds.base import BattleItem
 from annotation.metrics import Vote, gold_accuracy, percent_agreement, rater_figures
 from annotation.models import (
     Answer,
@@ -332,3 +334,99 @@ def study_overview(*, study: Study) -> dict:
             .order_by("-at", "-id")[:20]
         ),
     }
+
+
+# --- Battles ----------------------------------------------------------------------------------
+
+BATTLE_CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class Battle:
+    """One live answer of a study whose answers are battles (``StudyKind.battles``: the arena,
+    and the pairwise kind's vanilla against rubric-injected), read the one way the battles
+    export and the ranking tables both read it.
+
+    ``winner`` is a ``BattleWinner`` value for ``source_a`` against ``source_b`` (the item's
+    sides A and B). ``shown_swapped``: the rater saw source B first (as Response 1, or as an
+    imported battle's ``model_a``). ``tstamp``: when the battle was judged, in Unix seconds —
+    an imported battle's own ``tstamp`` as given (None if it had none), else the answer's
+    submission time."""
+
+    item_id: int
+    item_key: str
+    question_id: str | int | None
+    turn: int | None
+    rater_id: int
+    judge: str  # the rater's username, or an imported rater's external id
+    source_a: str
+    source_b: str
+    winner: str
+    shown_swapped: bool
+    tstamp: float | None
+
+
+def study_battles(*, study: Study, include_excluded: bool = False) -> Iterator[Battle]:
+    """The live answers of ``study`` as battles, in answer order, streamed (read in chunks of
+    ``BATTLE_CHUNK`` rows: a server-side cursor on PostgreSQL), so memory does not grow with
+    the study. Raters the study excludes are left out unless ``include_excluded``. Raises
+    ``ValueError`` for a study whose kind's answers are not battles."""
+    kind = kinds.get(study.kind)
+    if not kind.battles:
+        raise ValueError(
+            f"study {study.pk} is a {kind.label.lower()} study: its answers are no battles"
+        )
+    answers = Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
+    if not include_excluded:
+        answers = answers.filter(assignment__rater__excluded=False)
+    rows = answers.order_by("id").values_list(
+        "assignment__item_id",
+        "assignment__item__key",
+        "assignment__item__payload__sources__A",
+        "assignment__item__payload__sources__B",
+        "assignment__item__payload__question_id",
+        "assignment__item__payload__turn",
+        "assignment__item__unit__endpoint__name",
+        "assignment__item__payload__evaluated_model",
+        "assignment__item__dialogue__unique_id_eval",
+        "assignment__item__trigger__turn__index",
+        "assignment__item__payload__recovery_turn",
+        "assignment__rater_id",
+        "assignment__rater__user__username",
+        "assignment__rater__external_id",
+        "label",
+        "display__order",
+        "details",
+        "submitted_at",
+    )
+    for row in rows.iterator(chunk_size=BATTLE_CHUNK):
+        item_id, key, source_a, source_b, question_id, turn, endpoint, release_model = row[:8]
+        dialogue, trigger_turn, release_turn = row[8:11]
+        rater_id, username, external_id, label, order, details, submitted_at = row[11:]
+        sides = kind.battle_sides(
+            BattleItem(
+                key=key,
+                source_a=source_a,
+                source_b=source_b,
+                question_id=question_id,
+                turn=turn,
+                model=endpoint or release_model,
+                dialogue=dialogue,
+                trigger_turn=trigger_turn,
+                release_turn=release_turn,
+            )
+        )
+        details = details or {}
+        yield Battle(
+            item_id=item_id,
+            item_key=key,
+            question_id=sides.question_id,
+            turn=sides.turn,
+            rater_id=rater_id,
+            judge=username or external_id,
+            source_a=sides.source_a,
+            source_b=sides.source_b,
+            winner=kind.battle_winner(label),
+            shown_swapped=bool(order) and order[0] == "B",
+            tstamp=details["tstamp"] if "tstamp" in details else submitted_at.timestamp(),
+        )

@@ -10,6 +10,7 @@ BENCHMARKS = [
     "oversized_input.py",
     "pipeline.py",
     "stats.py",
+    "arena.py",
     "annotation_next.py",
     "fault_campaign.py",
     "memory_soak.py",

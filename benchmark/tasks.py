@@ -8,6 +8,7 @@ services (the evaluation batch, curation) to register them. Delivery is at least
 from celery import shared_task
 from django.db import connection
 
+from benchmark.curation import jobs
 from benchmark.curation.jobs import curate_target_task
 from benchmark.curation.tasks import curate_dialogue_task
 from benchmark.evaluation import runs
@@ -33,6 +34,19 @@ def sweep_runs() -> dict:
     return {"redispatched": outcome.redispatched, "given_up": outcome.given_up}
 
 
+@shared_task(name="benchmark.sweep_curation_jobs", ignore_result=True)
+def sweep_curation_jobs() -> dict:
+    """Periodic (Celery beat, beside ``sweep_runs``): dispatch again the curation targets whose
+    worker died, give up those that died too often, settle those of cancelling jobs
+    (``jobs.curation_jobs_sweep``: idempotent, and safe when two sweeps overlap)."""
+    outcome = jobs.curation_jobs_sweep()
+    return {
+        "redispatched": outcome.redispatched,
+        "given_up": outcome.given_up,
+        "cancelled": outcome.cancelled,
+    }
+
+
 @shared_task(name="benchmark.worker_health")
 def worker_health() -> dict:
     """Report that a worker is alive and can reach the database. Read-only; safe to repeat."""
@@ -48,6 +62,7 @@ __all__ = [
     "launch_run",
     "resume_run",
     "run_units",
+    "sweep_curation_jobs",
     "sweep_runs",
     "worker_health",
 ]

@@ -118,6 +118,15 @@ class BattleWinner(Vocabulary):
 # (unless the researcher leaves ties out).
 BATTLE_TIES = (BattleWinner.TIE.value, BattleWinner.TIE_BOTHBAD.value)
 
+# A battle's outcome with its two sides exchanged (A ↔ B; a tie stays a tie): the same battle
+# read the other way round, e.g. as it was shown when source B was on the left.
+BATTLE_SWAPPED: dict[str, str] = {
+    BattleWinner.MODEL_A: BattleWinner.MODEL_B.value,
+    BattleWinner.MODEL_B: BattleWinner.MODEL_A.value,
+    BattleWinner.TIE: BattleWinner.TIE.value,
+    BattleWinner.TIE_BOTHBAD: BattleWinner.TIE_BOTHBAD.value,
+}
+
 
 # --- HALO response diagnosis (SPEC 3; seeds/004, HALO) ----------------------------------------
 # One definition of each question's answers, read by the HALO study kind, its statistics and

@@ -201,15 +201,15 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
-# The sweep (benchmark.sweep_runs) re-dispatches units whose lease lapsed; beat runs it, embedded
-# in a worker (`celery worker -B`, as `manage.py devserver` does) or as its own process (the
-# compose file's `beat`). An interval is all it needs, so the schedule is kept in memory.
+# The sweeps (benchmark.sweep_runs, benchmark.sweep_curation_jobs) re-dispatch evaluation units and
+# curation targets whose lease lapsed; beat runs them, embedded in a worker (`celery worker -B`, as
+# `manage.py devserver` does) or as its own process (the compose file's `beat`). An interval is
+# all they need, so the schedule is kept in memory.
 CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
+_SWEEP_INTERVAL_S = float(env_int("EVAL_SWEEP_INTERVAL_S", 30))
 CELERY_BEAT_SCHEDULE = {
-    "sweep-runs": {
-        "task": "benchmark.sweep_runs",
-        "schedule": float(env_int("EVAL_SWEEP_INTERVAL_S", 30)),
-    }
+    "sweep-runs": {"task": "benchmark.sweep_runs", "schedule": _SWEEP_INTERVAL_S},
+    "sweep-curation-jobs": {"task": "benchmark.sweep_curation_jobs", "schedule": _SWEEP_INTERVAL_S},
 }
 
 # --- Evaluation engine -----------------------------------------------------------------------
@@ -217,6 +217,12 @@ CELERY_BEAT_SCHEDULE = {
 # EVAL_MAX_CALLS_IN_FLIGHT provider calls in flight at once, across all its batches.
 EVAL_BATCH_SIZE = env_int("EVAL_BATCH_SIZE", 32)
 EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
+
+# --- Curation jobs ---------------------------------------------------------------------------
+# A curation target's task refreshes its heartbeat at every turn and before every provider call;
+# a heartbeat older than this means its worker died, and the target is taken over (by the sweep,
+# or by its task delivered again). Keep it above the longest single call with its retries.
+CURATION_LEASE_S = env_int("CURATION_LEASE_S", 900)
 
 # Environment variables an endpoint may name as its API key, besides any name ending in
 # _API_KEY; the workbench's own secrets are refused even if listed (benchmark/providers/keys.py).

@@ -280,7 +280,10 @@ class RawExportView(APIView):
                 description="Only this run (judgments; votes of studies drawn from it).",
             ),
             OpenApiParameter(
-                "study", OpenApiTypes.INT, description="Only this study (votes, audits)."
+                "study",
+                OpenApiTypes.INT,
+                description="Only this study (votes, audits, battles: an arena or pairwise "
+                "study, else 400).",
             ),
             OpenApiParameter(
                 "name",
@@ -320,6 +323,13 @@ class RawExportView(APIView):
                 raise ParseError(f"{key} must be an integer") from exc
             if abs(filters[key]) >= 2**63:  # no id is that large, and SQLite cannot bind it
                 raise NotFound(f"no {key} {filters[key]}")
+        if export.check is not None:
+            try:
+                export.check(filters)
+            except LookupError as exc:
+                raise NotFound(str(exc)) from exc
+            except ValueError as exc:
+                raise ParseError(str(exc)) from exc
         writer = exports.csv_chunks if fmt == "csv" else exports.jsonl_chunks
         chunks = (text.encode("utf-8") for text in writer(export.header, export.rows(filters)))
         response = StreamingHttpResponse(chunks, content_type=self.content_types[fmt])

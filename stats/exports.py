@@ -32,7 +32,9 @@ from django.db.models import Exists, OuterRef
 from annotation import kinds
 from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS, DialogueAudit
 from annotation.kinds.halo import HaloDiagnosis
-from annotation.models import Answer, RetractionReason
+from annotation.models import Answer, RetractionReason, Study
+from annotation.selectors import study_battles
+from annotation.services.battles import BATTLE_FIELDS, battle_record
 from benchmark.models import Judgment
 from benchmark.vocabulary import (
     OTHER_ISSUES,
@@ -151,6 +153,9 @@ class RawExport:
     columns: tuple[Column, ...]
     rows: Callable[[dict[str, Any]], Iterator[tuple]]
     filters: tuple[str, ...] = ("run",)
+    # Checks ``filters`` before anything is streamed: raises LookupError (no such thing: a
+    # 404) or ValueError (it cannot be exported: a 400), with a message saying why.
+    check: Callable[[dict[str, Any]], None] | None = None
 
     @property
     def header(self) -> list[str]:
@@ -274,9 +279,17 @@ VOTE_COLUMNS = (
     _c("turn", "int", "The trigger turn (1-based)."),
     _c("trigger_type", "str", "EMERGENT, CRITICAL or RECOVERY."),
     _c("model", "str", "The rated reply's model (endpoint handle)."),
-    _c("unit_id", "int", "The rated reply; for a pair, Case A (the vanilla reply)."),
-    _c("unit_b_id", "int", "Pairwise: Case B (the rubric-injected reply)."),
-    _c("condition", "str", "The rated reply's condition; for a pair, vanilla (Case A)."),
+    _c(
+        "unit_id",
+        "int",
+        "The rated reply; for a pair, Case A (the vanilla reply), or an arena item's side A.",
+    ),
+    _c("unit_b_id", "int", "Pairwise: Case B (the rubric-injected reply); arena: side B."),
+    _c(
+        "condition",
+        "str",
+        "The rated reply's condition; for a pair, vanilla (Case A), or side A's.",
+    ),
     _c("rater_id", "int", "The rater: one per person per study."),
     _c("annotator", "str", "The rater's username, or the release's annotator_id."),
     _c("rater_excluded", "bool", "The study excludes this rater from statistics (now)."),
@@ -285,9 +298,14 @@ VOTE_COLUMNS = (
         "label",
         "str",
         "The answer, normalised: pairwise A (vanilla) / B (rubric-injected) / tie, de-swapped; "
-        "audits pass / fail; verdicts PASS / PARTIAL / FAIL; a failure mode's name.",
+        "arena model_a / model_b / tie / tie (bothbad) for side A against B, de-swapped; audits "
+        "pass / fail; verdicts PASS / PARTIAL / FAIL; a failure mode's name.",
     ),
-    _c("position_chosen", "str", "Pairwise: the screen position chosen, 1, 2 or tie."),
+    _c(
+        "position_chosen",
+        "str",
+        "Pairwise and arena: the screen position chosen, 1, 2, tie (or arena bothbad).",
+    ),
     _c(
         "display_order",
         "str",
@@ -492,6 +510,80 @@ register_raw_export(
         columns=AUDIT_COLUMNS,
         rows=audit_rows,
         filters=("study",),
+    )
+)
+
+
+# --- Battles (pairwise-like studies, in the Chatbot Arena format) -----------------------------
+
+BATTLE_COLUMNS = (
+    _c(
+        "model_a",
+        "str",
+        "The source shown first (Response 1; an imported battle's model_a): the model's handle, "
+        "with ` · <condition>` and ` · <run>` where the study compares several.",
+    ),
+    _c("model_b", "str", "The other source."),
+    _c("winner", "str", "model_a, model_b, tie or tie (bothbad), for model_a against model_b."),
+    _c("judge", "str", "The rater's username, or an imported battle's judge."),
+    _c(
+        "question_id",
+        "str",
+        "Where they met: the dialogue's unique_id_eval (an imported battle's question_id as "
+        "given, a string or an integer; a release pairwise item's item_id without a dialogue).",
+    ),
+    _c("turn", "int", "The trigger turn (1-based), where known."),
+    _c(
+        "tstamp",
+        "float",
+        "When it was judged, Unix seconds (an imported battle's own tstamp, or empty).",
+    ),
+    _c("study_id", "int", "The study (a key the format does not have: importing ignores it)."),
+)
+
+
+def _battle_studies(filters: dict[str, Any]):
+    studies = Study.objects.filter(kind__in=[k.key for k in kinds.all_kinds() if k.battles])
+    if filters.get("study") is not None:
+        studies = studies.filter(pk=filters["study"])
+    return studies.order_by("pk")
+
+
+def battle_check(filters: dict[str, Any]) -> None:
+    if filters.get("study") is None:
+        return
+    study = Study.objects.filter(pk=filters["study"]).first()
+    if study is None:
+        raise LookupError(f"no study {filters['study']}")
+    kind = kinds.find(study.kind)
+    if kind is None or not kind.battles:
+        readers = ", ".join(k.label.lower() for k in kinds.all_kinds() if k.battles)
+        raise ValueError(
+            f"study {study.pk} is a {study.get_kind_display().lower()} study: its answers are "
+            f"not battles (only {readers} studies have them)"
+        )
+
+
+def battle_rows(filters: dict[str, Any]) -> Iterator[tuple]:
+    """The battles of ``filters["study"]`` (else of every arena and pairwise study), in
+    ``BATTLE_COLUMNS`` order; ``filters["include_excluded"]`` (``export_battles`` only) counts
+    the raters a study excludes."""
+    include_excluded = bool(filters.get("include_excluded"))
+    for study in list(_battle_studies(filters)):
+        for battle in study_battles(study=study, include_excluded=include_excluded):
+            record = battle_record(battle)
+            yield (*(record[field] for field in BATTLE_FIELDS), study.pk)
+
+
+register_raw_export(
+    RawExport(
+        name="battles",
+        description="Every battle of the arena and pairwise studies, in the Chatbot Arena "
+        "battle format (live answers; raters the study excludes left out).",
+        columns=BATTLE_COLUMNS,
+        rows=battle_rows,
+        filters=("study",),
+        check=battle_check,
     )
 )
 

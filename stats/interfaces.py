@@ -10,11 +10,14 @@ layout here, small and explicit, is what lets both sources share every computati
   label and an optional gold label.
 - ``PreferenceJudgements`` — pairwise judgements (Study 2): one entry per judgement.
 - ``FailureModeLabels`` — one failure-mode category per failed reply.
+- ``Battles`` — pairwise battles between reply sources (the arena, LLM pairwise judges, the
+  public Chatbot Arena battle format): one entry per battle, for the Bradley–Terry ranking.
 - ``HaloJudgments`` — HALO diagnoses: one entry per reply per annotator.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -28,6 +31,7 @@ from benchmark.vocabulary import (
     OTHER_ISSUES,
     TIMINGS,
     VERDICT_ORDER,
+    BattleWinner,
 )
 
 INJECTED, VANILLA, TIE = "injected", "vanilla", "tie"
@@ -211,6 +215,115 @@ class FailureModeLabels:
             categories=tuple(categories),
             item_id=np.array([x.item_id for x in labels], dtype=object),
         )
+
+
+# --- Pairwise battles -------------------------------------------------------------------------
+
+# A battle's outcome code is its winner's position in BattleWinner (model_a = 0, model_b = 1,
+# tie = 2, tie (bothbad) = 3): the spelling is the vocabulary's, the code only its index.
+BATTLE_OUTCOMES: tuple[str, ...] = tuple(BattleWinner.values)
+BATTLE_OUTCOME_CODES: dict[str, int] = {winner: code for code, winner in enumerate(BATTLE_OUTCOMES)}
+
+# Battles are checked, and renumbered to sorted source indices, this many at a time: building
+# and checking the arrays never holds a full-length temporary beside them.
+_CHUNK = 1 << 17
+
+
+@dataclass(frozen=True)
+class Battles:
+    """Pairwise battles, one entry per battle, as three aligned arrays: ``a[k]`` and ``b[k]``
+    index ``sources`` (the battle's side A and side B in their stored order, never screen
+    positions) and ``outcome[k]`` indexes ``BATTLE_OUTCOMES``. ``a`` and ``b`` are int32,
+    ``outcome`` int8: 9 bytes a battle, and nothing else grows with the battle count.
+    ``from_records`` sorts ``sources`` by name, so the same battles in any order give the same
+    sources and the same statistics."""
+
+    sources: tuple[str, ...]
+    a: np.ndarray
+    b: np.ndarray
+    outcome: np.ndarray
+
+    def __post_init__(self) -> None:
+        # Checked vectorised, so that a structure built from arrays (not from_records) is held
+        # to the same rules; the first bad entry is named (1-based, like from_records' rows).
+        n_sources = len(self.sources)
+        if len(set(self.sources)) != n_sources:
+            raise ValueError("Battles.sources names a source twice")
+        if not (self.a.shape == self.b.shape == self.outcome.shape) or self.a.ndim != 1:
+            raise ValueError("Battles.a, .b and .outcome must be 1-d arrays of one length")
+        columns = (
+            ("a", self.a, n_sources),
+            ("b", self.b, n_sources),
+            ("outcome", self.outcome, len(BATTLE_OUTCOMES)),
+        )
+        for name, values, _ in columns:
+            if values.dtype.kind not in "iu":
+                raise ValueError(f"Battles.{name} must hold integers, not {values.dtype}")
+        for start in range(0, self.a.size, _CHUNK):
+            part = slice(start, start + _CHUNK)
+            for name, values, upper in columns:
+                bad = np.flatnonzero((values[part] < 0) | (values[part] >= upper))
+                if bad.size:
+                    k = start + bad[0]
+                    raise ValueError(
+                        f"battle {k + 1}: {name} = {values[k]} is outside 0..{upper - 1}"
+                    )
+            same = np.flatnonzero(self.a[part] == self.b[part])
+            if same.size:
+                k = start + same[0]
+                raise ValueError(f"battle {k + 1}: {self.sources[self.a[k]]!r} against itself")
+
+    def __len__(self) -> int:
+        return int(self.a.size)
+
+    @classmethod
+    def from_records(cls, records: Iterable[tuple[str, str, str]]) -> Battles:
+        """Build from ``(source_a, source_b, winner)`` rows, ``winner`` spelt as
+        ``BattleWinner`` spells it. Rows are read one at a time into typed arrays (no list of
+        the rows is kept), so memory is the 9 bytes a battle of the result. A row with an
+        unknown winner, an empty or non-text source, or a source against itself raises a
+        ValueError naming the row (1-based)."""
+        index: dict[str, int] = {}
+        a, b, outcome = array("i"), array("i"), array("b")
+        for row, record in enumerate(records, start=1):
+            try:
+                source_a, source_b, winner = record
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"row {row}: expected (source_a, source_b, winner), got {record!r}"
+                ) from None
+            code = BATTLE_OUTCOME_CODES.get(winner) if isinstance(winner, str) else None
+            if code is None:
+                raise ValueError(
+                    f"row {row}: winner {winner!r} is not one of {', '.join(BATTLE_OUTCOMES)}"
+                )
+            for side, source in (("source_a", source_a), ("source_b", source_b)):
+                if not isinstance(source, str) or not source:
+                    raise ValueError(f"row {row}: {side} {source!r} is not a source name")
+            if source_a == source_b:
+                raise ValueError(f"row {row}: {source_a!r} against itself")
+            a.append(index.setdefault(source_a, len(index)))
+            b.append(index.setdefault(source_b, len(index)))
+            outcome.append(code)
+        sources = sorted(index)
+        # Indices were handed out in order of first appearance; renumber them in name order.
+        renumber = np.empty(len(sources), dtype=np.int32)
+        renumber[[index[source] for source in sources]] = np.arange(len(sources), dtype=np.int32)
+        a_codes, b_codes = _int_array(a), _int_array(b)
+        for start in range(0, a_codes.size, _CHUNK):
+            part = slice(start, start + _CHUNK)
+            a_codes[part] = renumber[a_codes[part]]
+            b_codes[part] = renumber[b_codes[part]]
+        return cls(sources=tuple(sources), a=a_codes, b=b_codes, outcome=_int_array(outcome))
+
+
+def _int_array(values: array) -> np.ndarray:
+    """The typed array's buffer as a NumPy array of the same item size, without a copy
+    (``array("i")`` is a C int: 4 bytes on every platform NumPy supports)."""
+    dtype = np.dtype(f"i{values.itemsize}")
+    if not values:
+        return np.empty(0, dtype=dtype)
+    return np.frombuffer(values, dtype=dtype)
 
 
 # --- HALO diagnoses ---------------------------------------------------------------------------

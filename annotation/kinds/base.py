@@ -18,7 +18,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from random import Random
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from django.template import Template
@@ -44,6 +45,35 @@ class SummaryLine:
     value: Any
     rest: str = ""
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class BattleItem:
+    """What ``selectors.study_battles`` reads of a study item, for its kind to say which two
+    sources met in it and where (``StudyKind.battle_sides``): the payload's ``sources`` and
+    ``question_id`` / ``turn`` (an arena item), the model of its reply (the endpoint's handle,
+    or an imported release item's ``evaluated_model``), its dialogue and trigger turn, and an
+    imported release item's ``recovery_turn``."""
+
+    key: str
+    source_a: str | None
+    source_b: str | None
+    question_id: str | int | None
+    turn: int | None
+    model: str | None
+    dialogue: str | None
+    trigger_turn: int | None
+    release_turn: int | None
+
+
+class BattleSides(NamedTuple):
+    """Source A's and source B's labels, and where they met (a Chatbot Arena battle's
+    ``question_id`` and ``turn``; None where unknown)."""
+
+    source_a: str
+    source_b: str
+    question_id: str | int | None
+    turn: int | None
 
 
 # The shortcuts every workspace has (the workspace's own keys, in static/js/workspace.js).
@@ -98,6 +128,10 @@ class StudyKind(ABC):
     # Whether answers record a screen position (``details["choice"]`` "1" / "2" / "tie"):
     # the study page then shows each rater's share of "Response 1" (position bias).
     has_positions: ClassVar[bool] = False
+    # Whether each answer is a battle between two reply sources: ``selectors.study_battles``
+    # reads such a study (``battle_sides``, ``battle_winner``), and so do the battles export
+    # (the Chatbot Arena format) and the ranking tables.
+    battles: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<study kind {self.key}>"
@@ -124,6 +158,20 @@ class StudyKind(ABC):
     @abstractmethod
     def select(self, spec: StudySpec) -> list[ItemDraft]:
         """The items ``spec`` selects, unsampled and in any order."""
+
+    def sample(
+        self, drafts: list[ItemDraft], *, spec: StudySpec, gold: dict[str, str], rng: Random
+    ) -> list[ItemDraft]:
+        """The items the study is created with, in hand-out order (an item's place in it is
+        its ``position``): by default a seeded random sample of ``spec.max_items`` of the
+        regular drafts, the gold ones (keys of ``gold``) added, all in random order."""
+        rng.shuffle(drafts)
+        regular = [d for d in drafts if d.key not in gold]
+        if spec.max_items is not None:
+            regular = regular[: spec.max_items]
+        chosen = regular + [d for d in drafts if d.key in gold]
+        rng.shuffle(chosen)  # gold items anywhere, not at the end
+        return chosen
 
     def after_create(self, study: Study, drafts: list[ItemDraft]) -> None:
         """Called in the creating transaction once the study's items exist."""
@@ -169,6 +217,15 @@ class StudyKind(ABC):
         → items), ``counted`` the live votes (``annotation.metrics.Vote``) of raters not
         excluded."""
         return []
+
+    # --- Battles -------------------------------------------------------------------------
+    def battle_sides(self, item: BattleItem) -> BattleSides:
+        """The item's two sources and where they met (a kind with ``battles``)."""
+        raise NotImplementedError(f"{self.key} answers are not battles")
+
+    def battle_winner(self, label: str) -> str:
+        """An answer's label as a ``BattleWinner`` value, for source A against source B."""
+        raise NotImplementedError(f"{self.key} answers are not battles")
 
     # --- Exports -------------------------------------------------------------------------
     def vote_values(self, details: dict, display: dict) -> dict[str, Any]:

@@ -5,6 +5,10 @@ The two sides are the release's Case A (vanilla) and Case B (rubric-injected). T
 order is random per item and rotates between the item's raters (``StudyKind.display``); the
 page only ever knows "Response 1" and "Response 2". An answer is stored de-swapped: label
 ``A``, ``B`` or ``tie``, with the screen position clicked in ``details["choice"]``.
+
+Its answers are battles too (``selectors.study_battles``, the battles export): source A is
+``<model> · vanilla``, source B ``<model> · rubric-injected`` (``selection.source_label``),
+and A / B / tie are ``model_a`` / ``model_b`` / ``tie``.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ from django import forms
 from django.db import models
 
 from annotation.forms import AnswerForm, confidence_field
-from annotation.kinds.base import Shortcut, StudyKind, SummaryLine
+from annotation.kinds.base import BattleSides, Shortcut, StudyKind, SummaryLine
 from annotation.kinds.registry import register
-from annotation.kinds.selection import endpoint_names, run_units, unit_key
+from annotation.kinds.selection import endpoint_names, run_units, source_label, unit_key
 from annotation.selectors import reply_context
 from annotation.services.assignments import AnswerInput
 from annotation.services.studies import ItemDraft
 from benchmark.models import Condition, EvaluationUnit
+from benchmark.vocabulary import BattleWinner
 
 
 class PairChoice(models.TextChoices):
@@ -39,6 +44,13 @@ class Case(models.TextChoices):
     B = "B", "Case B (rubric-injected)"
     TIE = "tie", "Tie"
 
+
+# A pairwise answer as a battle between its two sources.
+CASE_WINNERS: dict[str, str] = {
+    Case.A: BattleWinner.MODEL_A.value,
+    Case.B: BattleWinner.MODEL_B.value,
+    Case.TIE: BattleWinner.TIE.value,
+}
 
 CHOICE_KEYS: dict[str, tuple[str, ...]] = {
     PairChoice.FIRST: ("1",),
@@ -91,6 +103,7 @@ class Pairwise(StudyKind):
     tables = ("preference", "preference-raters", "human-agreement")
     release_judge_field = "judge_score_case_a"
     has_positions = True
+    battles = True
 
     def answer_shown(self, answer) -> str:
         choice = answer.details.get("choice")
@@ -158,6 +171,19 @@ class Pairwise(StudyKind):
                 detail=f"(ties {ties})",
             )
         ]
+
+    def battle_sides(self, item) -> BattleSides:
+        # An imported release item has no reply of the Workbench's: its record names the model.
+        model = item.model or "unknown"
+        return BattleSides(
+            source_label(model, condition=Condition.VANILLA),
+            source_label(model, condition=Condition.RUBRIC_INJECTED),
+            item.dialogue or item.key,
+            item.trigger_turn if item.trigger_turn is not None else item.release_turn,
+        )
+
+    def battle_winner(self, label: str) -> str:
+        return CASE_WINNERS[label]
 
     def vote_values(self, details, display) -> dict:
         order = display.get("order") or []

@@ -1,5 +1,6 @@
 """What the kinds that rate a run's replies share when they select items: the run's finished
-replies narrowed by the selection, an item's key, and the names a blind study must not show."""
+replies narrowed by the selection, an item's key, the names a blind study must not show, and a
+reply source's name in battles."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.db.models import QuerySet
 # endpoint_names lives with the blinding rule; the kinds take it from here, with the rest.
 from annotation.services.blinding import endpoint_names as endpoint_names
 from annotation.services.studies import StudySpec
-from benchmark.models import EvaluationUnit, UnitState
+from benchmark.models import Condition, EvaluationUnit, UnitState
 
 
 def run_units(spec: StudySpec) -> QuerySet[EvaluationUnit]:
@@ -30,3 +31,15 @@ def unit_key(unit: EvaluationUnit, *, with_condition: bool = True) -> str:
     if with_condition:
         key += f"#{unit.condition}"
     return key + (f"#s{unit.sample_index}" if unit.sample_index else "")
+
+
+def source_label(endpoint: str, *, condition: str = "", run: str = "") -> str:
+    """A reply source's name in battles (arena items, ``selectors.study_battles``, the battles
+    export): the endpoint's handle, then `` · <condition>`` (its label in lower case: vanilla,
+    rubric-injected) and `` · <run>`` where given. Staff-facing, never shown to annotators."""
+    parts = [endpoint]
+    if condition:
+        parts.append(Condition(condition).label.lower())
+    if run:
+        parts.append(run)
+    return " · ".join(parts)

@@ -67,10 +67,13 @@ KINDS = {"direct": direct_rating.KIND.key, "pairwise": pairwise.KIND.key}
 class StudyImportError(Exception):
     """The import was rejected; nothing was written. ``errors`` lists the problems."""
 
-    def __init__(self, errors: list[str]):
+    def __init__(self, errors: list[str], *, total: int | None = None):
+        """``total``: how many problems there were, when ``errors`` holds only the first ones
+        (an import that streams keeps no more than ``MAX_REPORTED``)."""
         self.errors = errors[:MAX_REPORTED]
-        self.total = len(errors)
-        more = f"\n… and {self.total - MAX_REPORTED} more" if self.total > MAX_REPORTED else ""
+        self.total = len(errors) if total is None else total
+        shown = len(self.errors)
+        more = f"\n… and {self.total - shown} more" if self.total > shown else ""
         super().__init__(
             f"study import rejected with {self.total} error(s):\n" + "\n".join(self.errors) + more
         )

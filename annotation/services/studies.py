@@ -72,9 +72,12 @@ class StudySpec:
     adjudicators: Sequence[User] = ()
     # The selection.
     run: EvaluationRun | None = None
-    endpoints: Sequence[ModelEndpoint] = ()  # empty: every model of the run
+    runs: Sequence[EvaluationRun] = ()  # the arena: one run or several (then ``run`` is unused)
+    endpoints: Sequence[ModelEndpoint] = ()  # empty: every model of the run(s)
     trigger_type: str = ""  # empty: any
     condition: str = ""  # direct rating, failure modes, adjudication; empty: any
+    conditions: Sequence[str] = ()  # the arena: the conditions compared; empty: the runs' all
+    per_pair: int | None = None  # the arena: at most this many comparisons per pair of sources
     reveal_judge_verdict: bool = False  # direct rating: show the judge's verdict after answers
     dialogue_status: str = DialogueStatus.DRAFT  # dialogue audit; empty: any
     max_items: int | None = None  # a seeded random sample of this many (gold items extra)
@@ -84,6 +87,13 @@ class StudySpec:
     # ``select`` is not asked and no run is needed; ``imported_from`` names the file.
     drafts: Sequence[ItemDraft] | None = None
     imported_from: str = ""
+
+    @property
+    def selected_runs(self) -> list[EvaluationRun]:
+        """The runs the items come from: ``runs`` if given, else ``run`` (if any)."""
+        if self.runs:
+            return list(dict.fromkeys(self.runs))
+        return [self.run] if self.run is not None else []
 
 
 @dataclass
@@ -171,10 +181,12 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
         errors["lease_minutes"].append(
             f"The lease must be between one minute and {LEASE_MAX_MINUTES} (a day)."
         )
-    if spec.max_items is not None and not 1 <= spec.max_items <= MAX_ITEMS:
-        errors["max_items"].append(
-            f"Leave empty for every item, or give a number from 1 to {MAX_ITEMS:,}."
-        )
+    for field_name in ("max_items", "per_pair"):
+        limit = getattr(spec, field_name)
+        if limit is not None and not 1 <= limit <= MAX_ITEMS:
+            errors[field_name].append(
+                f"Leave empty for every item, or give a number from 1 to {MAX_ITEMS:,}."
+            )
     if spec.seed is not None and not 0 <= spec.seed <= SEED_MAX:
         errors["seed"].append(f"Leave empty for a random seed, or give 0 to {SEED_MAX}.")
     annotators = list(dict.fromkeys(spec.annotators))
@@ -185,20 +197,29 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
             f"{spec.overlap} annotators per item needs at least {spec.overlap} annotators; "
             f"{len(annotators)} chosen."
         )
-    if kind.from_run and spec.run is None and spec.drafts is None:
-        errors["run"].append("Choose the evaluation run the items come from.")
-    if kind.from_run and spec.run is not None and spec.endpoints:
+    runs = spec.selected_runs
+    # A kind that draws from several runs shows the "runs" field instead of "run".
+    run_field = "runs" if "runs" in kind.selection_fields else "run"
+    if kind.from_run and not runs and spec.drafts is None:
+        errors[run_field].append("Choose the evaluation run the items come from.")
+    if kind.from_run and runs and spec.endpoints:
         # A model the run did not evaluate selects nothing: say so on the field, rather than
         # silently leaving it out (or blaming the run when it was the only one chosen).
-        of_run = set(spec.run.endpoints.values_list("pk", flat=True))
-        stray = sorted(e.name for e in spec.endpoints if e.pk not in of_run)
+        of_runs = set(
+            ModelEndpoint.objects.filter(evaluated_in__in=runs).values_list("pk", flat=True)
+        )
+        stray = sorted(e.name for e in spec.endpoints if e.pk not in of_runs)
         if stray:
             errors["endpoints"].append(
-                f"Not a model of this run: {', '.join(stray[:5])}"
+                f"Not a model of {'this run' if len(runs) == 1 else 'these runs'}: "
+                f"{', '.join(stray[:5])}"
                 + (f" and {len(stray) - 5} more." if len(stray) > 5 else ".")
             )
     if spec.condition and spec.condition not in Condition.values:
         errors["condition"].append(f"Unknown condition {spec.condition!r}.")
+    unknown = [c for c in spec.conditions if c not in Condition.values]
+    if unknown:
+        errors["conditions"].append(f"Unknown condition {unknown[0]!r}.")
     if spec.trigger_type and spec.trigger_type not in TriggerType.values:
         errors["trigger_type"].append(f"Unknown trigger type {spec.trigger_type!r}.")
     kind.check(spec, errors)
@@ -240,16 +261,27 @@ def check_study_text(*, study: Study, name: str, instructions: str) -> dict[str,
     """The blinding rule for a study's new name and instructions (an edit in the admin):
     neither may name a model or judge of the study's run, or a condition. The errors by
     field, empty when both are blind."""
-    if not kinds.get(study.kind).from_run or study.run is None:
+    runs = study_runs(study)
+    if not kinds.get(study.kind).from_run or not runs:
         return {}  # as at creation: only a study drawn from a run has names to hide
     names: set[str] = set()
-    for endpoint in (*study.run.endpoints.all(), *study.run.judges.all()):
-        names.update(endpoint_names(endpoint))
+    for run in runs:
+        for endpoint in (*run.endpoints.all(), *run.judges.all()):
+            names.update(endpoint_names(endpoint))
     errors = {}
     for field_name, text in (("name", name), ("instructions", instructions)):
         if message := _blinding_message(text, names):
             errors[field_name] = [message]
     return errors
+
+
+def study_runs(study: Study) -> list[EvaluationRun]:
+    """The runs a study's items come from: its ``run``, or (an arena over several runs, which
+    has none) the runs its selection recorded."""
+    if study.run_id is not None:
+        return [study.run] if study.run is not None else []
+    ids = study.selection.get("runs") or []
+    return list(EvaluationRun.objects.filter(pk__in=ids).order_by("pk"))
 
 
 # --- Writes -----------------------------------------------------------------------------------
@@ -262,12 +294,8 @@ def study_create(*, spec: StudySpec, created_by: User | None = None) -> Study:
     kind = kinds.get(spec.kind)
     seed = spec.seed if spec.seed is not None else secrets.randbits(32)
     rng = random.Random(seed)
-    rng.shuffle(drafts)
-    regular = [d for d in drafts if d.key not in gold]
-    if spec.max_items is not None:
-        regular = regular[: spec.max_items]
-    chosen = regular + [d for d in drafts if d.key in gold]
-    rng.shuffle(chosen)  # gold items anywhere, not at the end
+    chosen = kind.sample(drafts, spec=spec, gold=gold, rng=rng)
+    runs = spec.selected_runs if kind.from_run else []
 
     study = Study.objects.create(
         name=spec.name.strip(),
@@ -278,12 +306,16 @@ def study_create(*, spec: StudySpec, created_by: User | None = None) -> Study:
         lease_minutes=spec.lease_minutes,
         reveal_judge_verdict=spec.reveal_judge_verdict
         and "reveal_judge_verdict" in kind.selection_fields,
-        run=spec.run if kind.from_run else None,
+        # A study over several runs (an arena) has no one run: its selection lists them.
+        run=runs[0] if len(runs) == 1 else None,
         selection={
-            "run": spec.run.pk if spec.run else None,
+            "run": runs[0].pk if len(runs) == 1 else None,
+            "runs": sorted(r.pk for r in runs) if len(runs) > 1 else [],
             "endpoints": sorted(e.name for e in spec.endpoints),
             "trigger_type": spec.trigger_type,
             "condition": spec.condition,
+            "conditions": list(spec.conditions) if "conditions" in kind.selection_fields else [],
+            "per_pair": spec.per_pair if "per_pair" in kind.selection_fields else None,
             "dialogue_status": (
                 spec.dialogue_status if "dialogue_status" in kind.selection_fields else ""
             ),

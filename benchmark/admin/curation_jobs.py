@@ -37,7 +37,10 @@ class CurationJobLaunchForm(forms.Form):
 
 class CurationTargetInline(admin.TabularInline):
     model = CurationTarget
-    fields = ("scenario", "style", "state", "turn", "max_turns", "dialogue", "error")
+    fields = (
+        "scenario", "style", "state", "turn", "max_turns", "claims", "heartbeat_at", "dialogue",
+        "error",
+    )  # fmt: skip
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -104,6 +107,7 @@ class CurationJobAdmin(admin.ModelAdmin):
         return {
             "job": job,
             "targets": job.targets.select_related("scenario__persona", "style", "dialogue"),
+            "spend": jobs.curation_job_spend(job=job),
             "can_cancel": job.status in (RunStatus.QUEUED, RunStatus.RUNNING),
             "can_resume": job.status
             in (RunStatus.CANCELLING, RunStatus.CANCELLED, RunStatus.FAILED, RunStatus.DONE),
@@ -132,7 +136,9 @@ class CurationJobAdmin(admin.ModelAdmin):
         try:
             if action == "cancel":
                 jobs.curation_job_cancel(job_id=job.pk, via=AuditVia.ADMIN, actor=request.user)
-                messages.info(request, f"{job}: cancelling — each dialogue stops at its next turn.")
+                messages.info(
+                    request, f"{job}: cancelling — each dialogue stops before its next call."
+                )
             elif action == "resume":
                 count = jobs.curation_job_resume(
                     job_id=job.pk, via=AuditVia.ADMIN, actor=request.user

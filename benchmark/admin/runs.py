@@ -163,6 +163,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
             except run_service.RunActionError as exc:
                 messages.warning(request, f"{run}: {exc}")
             else:
+                _audit(request, run, AuditAction.CANCEL)
                 messages.info(request, f"{run}: cancelling — no new calls are made.")
 
     @admin.action(description="Resume selected runs")
@@ -335,7 +336,7 @@ class ProviderCallAdmin(admin.ModelAdmin):
     )
     list_filter = ("purpose", "ok", "endpoint")
     search_fields = ("request_id", "cache_key", "error")
-    raw_id_fields = ("run", "unit", "endpoint")
+    raw_id_fields = ("run", "unit", "curation_job", "endpoint")
 
     def has_add_permission(self, request):
         return False

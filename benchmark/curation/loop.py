@@ -19,8 +19,10 @@ dialogue fails with a ``CurationError`` naming the turn and the rule, and nothin
 - User Agent: the style's word bounds (``len(text.split())``), and no undisclosed anchor in the
   message (the leak heuristic below).
 
-The loop touches no database and no vendor SDK: it talks to ``ChatProvider``s and returns one
-release-format record, which the service saves through the corpus importer.
+The loop touches no database and no vendor SDK: it talks to providers (``CompletesChat``: their
+``complete`` alone) and returns one release-format record, which the service saves through the
+corpus importer. The response cache and the call records are a provider in front of the real one
+(``calls.py``), so the loop neither knows of them nor can make a call that escapes them.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ from benchmark.curation.schema import PlannerDecision, PlannerReplyError, parse_
 from benchmark.models import PHASE_WINDOWS, DialogueStatus, TriggerType
 from benchmark.providers.base import (
     ChatMessage,
-    ChatProvider,
     ChatRequest,
     ChatResult,
+    CompletesChat,
     ReplayKey,
 )
 
@@ -93,9 +95,9 @@ class CurationSpec:
 def curate_dialogue(
     spec: CurationSpec,
     *,
-    planner: ChatProvider,
-    user_agent: ChatProvider,
-    assistant: ChatProvider,
+    planner: CompletesChat,
+    user_agent: CompletesChat,
+    assistant: CompletesChat,
     planner_model: str,
     user_model: str,
     assistant_model: str,
@@ -209,7 +211,7 @@ def _order_text(decision: PlannerDecision) -> str:
 @dataclass
 class _Curation:
     spec: CurationSpec
-    agents: dict[str, tuple[ChatProvider, str]]
+    agents: dict[str, tuple[CompletesChat, str]]
     max_turns: int
     max_regenerations: int
     on_turn: Callable[[int], None] | None = None

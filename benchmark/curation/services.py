@@ -16,9 +16,10 @@ from django.db import transaction
 
 from benchmark.corpus.importer import CorpusImportError, corpus_import
 from benchmark.curation.agent_views import PersonaCard, RoadmapCard, ScenarioCard, StyleCard
+from benchmark.curation.calls import BookedProvider, CallBook
 from benchmark.curation.loop import CurationError, CurationSpec, curate_dialogue
 from benchmark.models import Blueprint, CommunicationStyle, Dialogue, ModelEndpoint, Scenario
-from benchmark.providers.base import ChatProvider
+from benchmark.providers.base import CompletesChat
 
 
 class DialogueExistsError(CurationError):
@@ -37,9 +38,9 @@ class DialogueExistsError(CurationError):
 class AgentProviders:
     """One provider per agent; by default built from the endpoints with ``provider_for``."""
 
-    planner: ChatProvider
-    user_agent: ChatProvider
-    assistant: ChatProvider
+    planner: CompletesChat
+    user_agent: CompletesChat
+    assistant: CompletesChat
 
 
 def agent_providers_for(
@@ -98,8 +99,13 @@ def dialogue_curate(
     assistant_endpoint: ModelEndpoint,
     providers: AgentProviders | None = None,
     on_turn: Callable[[int], None] | None = None,
+    book: CallBook | None = None,
 ) -> Dialogue:
     """Curate one dialogue and save it as a draft; return it.
+
+    Every call reaching a provider is recorded as a ``ProviderCall`` (``calls.py``); ``book``
+    says which job it is booked to and whether the response cache serves the calls (a job's
+    do; by default nothing is cached and the calls belong to no job).
 
     Raises DialogueExistsError before any model call when the dialogue id is taken, and
     CurationError (nothing saved) when the loop fails or the record fails the corpus checks.
@@ -115,11 +121,12 @@ def dialogue_curate(
             user_endpoint=user_endpoint,
             assistant_endpoint=assistant_endpoint,
         )
+    book = book or CallBook()
     record = curate_dialogue(
         spec,
-        planner=providers.planner,
-        user_agent=providers.user_agent,
-        assistant=providers.assistant,
+        planner=BookedProvider(providers.planner, planner_endpoint, book),
+        user_agent=BookedProvider(providers.user_agent, user_endpoint, book),
+        assistant=BookedProvider(providers.assistant, assistant_endpoint, book),
         planner_model=planner_endpoint.model_name,
         user_model=user_endpoint.model_name,
         assistant_model=assistant_endpoint.model_name,

@@ -120,7 +120,9 @@ def _price(model_name: str) -> ModelPrice | None:
     return price
 
 
-def _cost(endpoint: ModelEndpoint, result: ChatResult) -> Decimal:
+def call_cost(endpoint: ModelEndpoint, result: ChatResult) -> Decimal:
+    """What a call cost, from its endpoint's model's ``ModelPrice`` (0 without one); the price
+    is read at most once a minute per process. Shared with curation (``curation/calls.py``)."""
     price = _price(endpoint.model_name)
     if price is None:
         return Decimal(0)
@@ -158,8 +160,8 @@ def _run_judges(run: EvaluationRun) -> list[ModelEndpoint]:
     return _judges[key]
 
 
-def _usage(result: ChatResult) -> dict:
-    """The accounting fields a cache entry and a call record share."""
+def call_usage(result: ChatResult) -> dict:
+    """The accounting fields a cache entry and a call record share (here and in curation)."""
     return {
         "input_tokens": result.input_tokens,
         "output_tokens": result.output_tokens,
@@ -169,8 +171,8 @@ def _usage(result: ChatResult) -> dict:
     }
 
 
-def _cached(keys: Iterable[str]) -> dict[str, ChatResult]:
-    """The cache's answers for ``keys`` (one query)."""
+def cached_results(keys: Iterable[str]) -> dict[str, ChatResult]:
+    """The cache's answers for ``keys`` (one query), as results of no attempt."""
     rows = ResponseCacheEntry.objects.filter(key__in=list(keys)).values_list(
         "key", "text", "input_tokens", "output_tokens", "reasoning_tokens", "request_id"
     )
@@ -491,7 +493,7 @@ class _Batch:
         keys = [call.key for call in live]
         lease_s = max(call.job.unit.run.lease_seconds for call in live)
         claimed = inflight.claim_many(keys, lease_s=lease_s)
-        hits = _cached(keys)
+        hits = cached_results(keys)
         inflight.release_many([key for key in claimed if key in hits])
         submit: list[tuple[_Call, ChatProvider | None, ProviderError | None]] = []
         for call in live:
@@ -840,7 +842,7 @@ def _records(items) -> tuple[list[ResponseCacheEntry], list[ProviderCall]]:
                     key=call.key,
                     endpoint_name=call.endpoint.name,
                     text=result.text,
-                    **_usage(result),
+                    **call_usage(result),
                 )
             )
             call_rows.append(
@@ -851,8 +853,8 @@ def _records(items) -> tuple[list[ResponseCacheEntry], list[ProviderCall]]:
                     purpose=call.purpose,
                     cache_key=call.key,
                     attempts=result.attempts,
-                    cost_usd=_cost(call.endpoint, result),
-                    **_usage(result),
+                    cost_usd=call_cost(call.endpoint, result),
+                    **call_usage(result),
                 )
             )
         elif error is not None:

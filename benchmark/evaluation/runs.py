@@ -148,7 +148,9 @@ def run_audit_record(
     actor_name: str = "",
     note: str = "",
 ) -> RunAuditEvent:
-    """Record who launched, resumed or retried a run (the actions that spend money)."""
+    """Record who launched, resumed, retried, re-judged or cancelled a run: the actions that
+    spend money, or stop it being spent (a cancelled run's results are partial, and the log says
+    who made them so)."""
     return audit_event_create(
         subject={"run": run},
         name=run.name,

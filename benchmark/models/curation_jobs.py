@@ -45,7 +45,12 @@ class CurationJob(models.Model):
 
 class CurationTarget(models.Model):
     """One dialogue to curate. ``turn`` is the turn the loop has reached (0 before the first);
-    ``dialogue`` is set only once the whole dialogue is saved."""
+    ``dialogue`` is set only once the whole dialogue is saved.
+
+    A running target is held under a lease, as evaluation units are: the task that claimed it
+    stamps ``claim_token`` and refreshes ``heartbeat_at`` at every turn and before every call
+    that reaches a provider; a heartbeat older than ``settings.CURATION_LEASE_S`` means its
+    worker died, and the target may be taken over (``benchmark/curation/jobs.py``)."""
 
     job = models.ForeignKey(CurationJob, on_delete=models.CASCADE, related_name="targets")
     scenario = models.ForeignKey(Scenario, on_delete=models.PROTECT, related_name="+")
@@ -59,6 +64,31 @@ class CurationTarget(models.Model):
         Dialogue, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     error = models.TextField(blank=True)
+    claim_token = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text="The claim of the task running it; every write of that task is conditioned "
+        "on it (a sweep's dispatch stamps its own).",
+    )
+    claims = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="How many times a task has claimed it (a resume starts again from 0); the "
+        "sweep gives it up after jobs.TARGET_MAX_CLAIMS.",
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Its last sign of life: the claim, each turn, each call made, the outcome.",
+    )
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a task for it was last sent to the queue."
+    )
+    sample = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="The cache key's sample index for its calls: raised when a curation fails "
+        "its checks, so that the next try draws fresh answers instead of replaying the failure.",
+    )
+    # auto_now: QuerySet.update() does not touch it, so the lease never reads it.
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -377,6 +377,14 @@ class ProviderCall(models.Model):
     unit = models.ForeignKey(
         EvaluationUnit, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
     )
+    curation_job = models.ForeignKey(
+        "benchmark.CurationJob",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="calls",
+        help_text="The curation job whose dialogue made the call (curation calls only).",
+    )
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="calls")
     purpose = models.CharField(max_length=10, choices=CallPurpose.choices)
     cache_key = models.CharField(max_length=64, db_index=True)
@@ -461,17 +469,21 @@ class AuditAction(models.TextChoices):
     RETRY_ERRORS = "retry_errors", "Retry errors"
     REJUDGE = "rejudge", "Re-judge"
     CLASSIFY = "classify", "Classify failure modes"
+    GIVE_UP = "give_up", "Give up"
 
 
 class AuditVia(models.TextChoices):
     ADMIN = "admin", "Admin"
     COMMAND = "command", "Management command"
+    SWEEP = "sweep", "Sweep (Celery beat)"
 
 
 class RunAuditEvent(models.Model):
-    """An action that spends money on model calls — launching, resuming or retrying a run —
-    with who took it, how and when. Written by the admin actions and ``run_eval``; read-only in
-    the admin, and kept (with the run's name) if the run is deleted."""
+    """An action that spends money on model calls — launching, resuming or retrying a run or a
+    curation job — with who took it, how and when. Written by the admin actions and the
+    commands, and by the curation sweep when it dispatches again (or gives up) a curation job's
+    dialogues whose worker died; read-only in the admin, and kept (with the run's name) if the
+    run is deleted."""
 
     run = models.ForeignKey(
         EvaluationRun,

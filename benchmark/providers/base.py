@@ -88,10 +88,18 @@ class ProviderError(Exception):
         self.attempts = attempts
 
 
-class ChatProvider(Protocol):
+class CompletesChat(Protocol):
+    """What a synchronous caller needs of a provider: ``complete`` alone. The curation loop takes
+    these, so that a provider in front of another (``benchmark/curation/calls.py``: the response
+    cache and the call records) need not implement the event-loop half."""
+
     def complete(self, request: ChatRequest) -> ChatResult:
         """One chat completion, with retries for transient failures. Raises ProviderError."""
         ...
+
+
+class ChatProvider(CompletesChat, Protocol):
+    """A provider: ``complete``, and the same for an event loop (the evaluation engine)."""
 
     async def acomplete(self, request: ChatRequest) -> ChatResult:
         """``complete`` for an event loop (one loop per provider). Raises ProviderError."""

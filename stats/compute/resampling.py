@@ -21,6 +21,7 @@ DEFAULT_SEED = 20260501
 
 LEADERBOARD_RESAMPLES = 1_000
 HUMAN_RESAMPLES = 10_000
+BATTLE_RESAMPLES = 1_000  # the Bradley–Terry ranking's bootstrap over battles
 CONFIDENCE = 0.95
 
 

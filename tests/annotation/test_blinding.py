@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 from django.urls import reverse
 
+from annotation.kinds.arena import SIDE_WINS
 from annotation.models import Assignment
 from benchmark.models import (
     Condition,
@@ -15,6 +16,8 @@ from benchmark.models import (
     Judgment,
     ModelEndpoint,
 )
+from tests.annotation.conftest import MODELS
+from tests.annotation.test_arena import second_run
 from tests.annotation.test_workspace_pages import HTMX, key_of, token_of
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +31,8 @@ def forbidden_strings(run: EvaluationRun) -> list[str]:
     ]
     conditions = [*Condition.values, *Condition.labels, "rubric-injected", "rubric injected"]
     units = [str(pk) for pk in EvaluationUnit.objects.values_list("pk", flat=True)]
-    return [*names, *conditions, *units, run.name, "Case A", "Case B"]
+    runs = list(EvaluationRun.objects.values_list("name", flat=True))
+    return [*names, *conditions, *units, run.name, *runs, "Case A", "Case B", "model_a", "model_b"]
 
 
 def assert_blind_of(response, secrets, where: str) -> None:
@@ -103,8 +107,51 @@ def test_nothing_an_annotator_reaches_in_a_pairwise_study_reveals_models_or_cond
             assert answer.label == assignment.display["order"][1]
 
 
-def test_item_tokens_and_order_say_nothing_about_the_sources(run, make_study):
-    study = make_study(overlap=1)
+def test_nothing_an_annotator_reaches_in_an_arena_study_reveals_a_source(
+    run, make_study, make_annotators, client
+):
+    """Two runs, both models, both conditions (the second run: vanilla only): six sources whose
+    labels (model · condition · run) live in the items' payload only. Sides are shown in
+    opposite orders to an item's two raters, every source is shown first sometimes, and "2" is
+    stored as the side it showed."""
+    other = second_run(run, models=[name for name, _, _ in MODELS])
+    users = make_annotators(2)
+    study = make_study("arena", runs=[run, other], annotators=users, overlap=2, per_pair=1)
+    replies = {
+        reply: (endpoint, condition, run_id)
+        for reply, endpoint, condition, run_id in EvaluationUnit.objects.values_list(
+            "reply", "endpoint__name", "condition", "run_id"
+        )
+    }
+    first_shown: dict[str, dict[str, tuple]] = {}
+    for user in users:
+        client.force_login(user)
+        shown = first_shown.setdefault(user.username, {})
+
+        def record(token, response, shown=shown):
+            first = re.search(
+                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="text">([^<]*)</div>',
+                response.content.decode(),
+            ).group(1)
+            shown[token] = replies[first.replace("&#x27;", "'")]
+
+        walk(client, study, run, record)  # every run's name is among the secrets
+    one, two = first_shown.values()
+    assert set(one) == set(two) == set(study.items.values_list("token", flat=True))
+    assert all(one[token] != two[token] for token in one)
+    assert len(set(one.values()) | set(two.values())) == 6  # every source was Response 1
+    for item in study.items.all():
+        for label in item.payload["sources"].values():
+            assert " · " in label  # a real label, kept server-side (walk checked the pages)
+    for assignment in Assignment.objects.filter(item__study=study).prefetch_related("answers"):
+        for answer in assignment.answers.all():
+            if answer.retracted_at is None:
+                assert answer.label == SIDE_WINS[assignment.display["order"][1]]
+
+
+@pytest.mark.parametrize("kind", ["pairwise", "arena"])
+def test_item_tokens_and_order_say_nothing_about_the_sources(kind, run, make_study):
+    study = make_study(kind, overlap=1)
     items = list(study.items.order_by("position"))
     tokens = [i.token for i in items]
     assert len(set(tokens)) == len(tokens) and all(len(t) >= 20 for t in tokens)
@@ -152,7 +199,7 @@ def test_a_reply_with_a_script_stays_inert_and_its_evidence_is_still_marked(
     EvaluationUnit.objects.update(reply=evil)
     Judgment.objects.update(evidence="<script>alert('pwned')</script>")
     users = make_annotators(1)
-    for kind in ("adjudication", "pairwise", "direct_rating"):
+    for kind in ("adjudication", "pairwise", "arena", "direct_rating"):
         study = make_study(kind, annotators=users, overlap=1, name=f"evil {kind}")
         client.force_login(users[0])
         html = client.post(

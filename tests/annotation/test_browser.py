@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from annotation.kinds.arena import SCREEN_TIES, SIDE_WINS
 from annotation.models import Answer, AssignmentRole
 from benchmark.models import Dialogue, DialogueStatus, EvaluationUnit, Judgment
+from tests.annotation.conftest import MODELS
 from tests.browser import BROWSER_TESTS
 
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
@@ -100,6 +102,51 @@ def test_pairwise_by_keyboard_alone_with_reload_resume_and_undo(
     assert choices == [("1", 4, False), ("2", 2, False), ("tie", 3, True), ("tie", 5, False)]
     assert answers[1].note == "Response 2 reuses the earlier details."
     assert all(a.time_on_item_s > 0 for a in answers)
+    assert page.dialogs == []
+
+
+def test_arena_pairs_by_keyboard_alone_deswapped_with_undo(
+    page, live_server, make_study, make_annotators
+):
+    """An arena of four sources (two models, two conditions): 1, 2, t, b and 0 with Shift+N for
+    confidence, Enter to submit, u to undo; each answer is stored as the winner of side A or B
+    from the order this annotator saw, and no page names a source."""
+    user = make_annotators(1)[0]
+    study = make_study("arena", annotators=[user], overlap=1, per_pair=1)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    item = press_until_new_item(page, "Enter", "")  # Start
+    page.keyboard.press("?")
+    assert "both bad" in page.inner_text("#shortcuts")
+    page.keyboard.press("Escape")
+    screenshot(page, "arena")
+    secrets = [name for name, _, _ in MODELS] + ["vanilla", "injected", "Test run"]
+    for keys in (("1", "Shift+Digit4"), ("2", "Shift+Digit2"), ("t", "Shift+Digit3")):
+        assert not [s for s in secrets if s.lower() in page.content().lower()]
+        for key in keys:
+            page.keyboard.press(key)
+        item = press_until_new_item(page, "Enter", item)
+    page.keyboard.press("b")
+    page.keyboard.press("Shift+Digit5")
+    fifth = press_until_new_item(page, "Enter", item)
+    back = press_until_new_item(page, "u", fifth)  # the both-bad answer's item, as answered
+    assert back == item and page.is_checked('input[name="choice"][value="bothbad"]')
+    page.keyboard.press("0")
+    page.keyboard.press("Shift+Digit1")
+    assert press_until_new_item(page, "Enter", item) == fifth
+    answers = Answer.objects.filter(assignment__rater__user=user).order_by("id")
+    answers = list(answers.select_related("assignment"))
+    assert [(a.details["choice"], a.confidence, bool(a.retracted_at)) for a in answers] == [
+        ("1", 4, False),
+        ("2", 2, False),
+        ("tie", 3, False),
+        ("bothbad", 5, True),
+        ("tie", 1, False),
+    ]
+    for answer in answers:
+        choice, order = answer.details["choice"], answer.assignment.display["order"]
+        assert answer.label == (SCREEN_TIES.get(choice) or SIDE_WINS[order[int(choice) - 1]])
+    assert answers[3].label == "tie (bothbad)"
     assert page.dialogs == []
 
 
@@ -213,6 +260,7 @@ def test_the_other_workspaces_answer_by_keyboard(
 # then holds (its label, and its confidence where the kind asks for one).
 ANSWER_BY_KEYS = {
     "pairwise": (("t", "Shift+Digit3"), "tie", 3),
+    "arena": (("b", "Shift+Digit3"), "tie (bothbad)", 3),
     "direct_rating": (("p", "Shift+Digit3"), "PASS", 3),
     "adjudication": (("a",), "PARTIAL", None),
     "failure_mode": (("2",), "deliverable_repetition", None),

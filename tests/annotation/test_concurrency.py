@@ -62,9 +62,10 @@ def _max_holding_per_item(study) -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_simultaneous_next_never_pushes_an_item_past_k(make_study, make_annotators):
+@pytest.mark.parametrize("kind", ["pairwise", "arena"])
+def test_simultaneous_next_never_pushes_an_item_past_k(make_study, make_annotators, kind):
     users = make_annotators(THREADS)
-    study = make_study(annotators=users, overlap=2)
+    study = make_study(kind, annotators=users, overlap=2)
     raters = [rater(study, u) for u in users]
     got = _in_parallel(lambda i: assignment_next(rater=raters[i]).item_id, THREADS)
     per_item = Counter(got)

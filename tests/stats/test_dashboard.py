@@ -193,6 +193,7 @@ def test_chart_labels_are_escaped(demo_run, client_for, researcher):
 AUDIT_YES = {f"check_{key}": "yes" for key in AUDIT_CHECK_KEYS}
 DEMO_ANSWERS = {
     "pairwise": lambda n: {"choice": ("1", "2", "tie")[n % 3], "confidence": 3},
+    "arena": lambda n: {"choice": ("1", "bothbad", "2")[n % 3], "confidence": 2},
     "direct_rating": lambda n: {
         "verdict": ("PASS", "FAIL")[n % 2],
         "confidence": 4,
@@ -211,6 +212,7 @@ DEMO_ANSWERS = {
 }
 STUDY_SECTIONS = {
     "pairwise": {"preference", "preference-raters", "human-agreement"},
+    "arena": {"human-agreement"},
     "direct_rating": {"human-agreement"},
     "adjudication": {"human-agreement"},
     "failure_mode": {"failure-modes", "human-agreement"},
@@ -233,11 +235,11 @@ def _sections(html: str) -> set[str]:
 
 
 def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_for, researcher):
-    """The demo's five studies (load_demo): empty, then with a few answers from both demo
+    """The demo's six studies (load_demo): empty, then with a few answers from both demo
     annotators through the annotation services; every panel renders, without an error."""
     call_command("load_demo", stdout=io.StringIO())
     client = client_for(researcher)
-    # The annotators' five; the closed study the demo raters answered has its own test
+    # The annotators' six; the closed study the demo raters answered has its own test
     # (tests/stats/test_demo_failure_mode_labels.py).
     studies = list(Study.objects.exclude(name=LABELLED_STUDY).order_by("pk"))
     assert {s.kind for s in studies} == {k.key for k in kinds.all_kinds()}

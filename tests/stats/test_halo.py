@@ -353,7 +353,9 @@ def test_a_halo_table_refuses_another_kind_of_study_and_no_study(
     other = create_study(study_run, "pairwise", make_annotators(2), name="Pairs")
     with pytest.raises(StatsInputError, match="reads halo response diagnosis studies"):
         table("halo-acceptability", other)
-    with pytest.raises(StatsInputError, match="reads a human study: choose one, a HALO diagnosis study"):
+    with pytest.raises(
+        StatsInputError, match="reads a human study: choose one, a HALO diagnosis study"
+    ):
         tables.build("halo-levels", TableRequest())
 
 

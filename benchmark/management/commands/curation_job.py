@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmark.curation.jobs import curation_job_cancel, curation_job_resume
+from benchmark.curation.jobs import curation_job_cancel, curation_job_resume, curation_job_spend
 from benchmark.evaluation.runs import RunActionError
 from benchmark.management.run_commands import command_user
 from benchmark.models import AuditVia, CurationJob
@@ -9,9 +9,10 @@ from benchmark.models import AuditVia, CurationJob
 class Command(BaseCommand):
     help = (
         "Show, cancel or resume a curation job (launch one with manage.py curate --job NAME, "
-        "or from the admin). Cancel stops each running dialogue before its next turn and saves "
-        "nothing of it; resume re-enqueues every dialogue that is not done. Both are recorded "
-        "in the run audit log."
+        "or from the admin). Cancel stops each running dialogue before its next call and saves "
+        "nothing of it; resume re-enqueues every dialogue that is not done (the calls already "
+        "paid for come from the cache). Both are recorded in the run audit log. A dialogue whose "
+        "worker died needs neither: the sweep (Celery beat) dispatches it again."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,10 +36,15 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         job = CurationJob.objects.get(pk=job_id)
         self.stdout.write(f"Curation job {job.id} {job.name!r}: {job.status}")
+        spend = curation_job_spend(job=job)
+        self.stdout.write(
+            f"  {spend.calls} call(s) made ({spend.failed_calls} failed), tokens in "
+            f"{spend.input_tokens} / out {spend.output_tokens}, cost ${spend.cost_usd:.4f}"
+        )
         for target in job.targets.select_related("scenario", "style", "dialogue"):
             line = (
                 f"  {target.scenario.key} style {target.style.index}: {target.state}, "
-                f"turn {target.turn} of {target.max_turns}"
+                f"turn {target.turn} of {target.max_turns}, claimed {target.claims} time(s)"
             )
             if target.dialogue:
                 line += f", dialogue {target.dialogue.unique_id_eval}"

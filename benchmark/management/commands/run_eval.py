@@ -36,11 +36,30 @@ class Command(BaseCommand):
         parser.add_argument("--no-cache", action="store_true", help="fresh sampling")
         parser.add_argument("--no-wait", action="store_true")
         parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run instead")
+        parser.add_argument(
+            "--cancel",
+            type=int,
+            metavar="RUN_ID",
+            help="cancel a queued or running run instead: no new calls are made",
+        )
 
     def _endpoints(self, names: str, option: str) -> list[ModelEndpoint]:
         return endpoints_named(names, option=option)
 
     def handle(self, *args, **o):
+        if o["resume"] and o["cancel"]:
+            raise CommandError("--resume and --cancel cannot be given together")
+        if o["cancel"]:
+            run = EvaluationRun.objects.filter(pk=o["cancel"]).first()
+            if run is None:
+                raise CommandError(f"No run with id {o['cancel']}")
+            try:
+                runs.run_cancel(run_id=run.pk)
+            except runs.RunActionError as exc:
+                raise CommandError(f"Not cancelled: {exc}.") from None
+            self._audit(run, AuditAction.CANCEL)
+            self.stdout.write(f"Run {run.pk} cancelling: no new calls are made.")
+            return
         if o["resume"]:
             run = EvaluationRun.objects.filter(pk=o["resume"]).first()
             if run is None:
@@ -55,7 +74,7 @@ class Command(BaseCommand):
         else:
             missing = [f"--{k}" for k in ("name", "models", "judges") if not o[k]]
             if missing:
-                raise CommandError(f"{', '.join(missing)} required (or --resume RUN_ID)")
+                raise CommandError(f"{', '.join(missing)} required (or --resume / --cancel RUN_ID)")
             if o["dialogues"] == "accepted":
                 dialogues = runs.dialogues_default()
                 if not dialogues.exists():

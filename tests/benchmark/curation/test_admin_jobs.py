@@ -1,15 +1,20 @@
 """Curation jobs from the Django admin: the launch form (scenarios × styles), the live progress
 fragment per dialogue and turn, Cancel and Resume, and staff only."""
 
+from decimal import Decimal
+
 import pytest
 from django.urls import reverse
 
+from benchmark.evaluation import engine
 from benchmark.models import (
     AuditAction,
     AuditVia,
     CommunicationStyle,
     CurationJob,
     ModelEndpoint,
+    ModelPrice,
+    ProviderCall,
     RunAuditEvent,
     RunStatus,
     Scenario,
@@ -66,6 +71,41 @@ def test_launch_watch_and_link_to_the_dialogue(
         AuditVia.ADMIN,
         admin_user,
     )
+
+
+def test_the_job_page_shows_its_calls_and_their_cost(
+    client_for, admin_user, demo, eager_celery, django_capture_on_commit_callbacks, monkeypatch
+):
+    """Every call the job's dialogues made is a ProviderCall booked to the job, priced from
+    ModelPrice (only the Planner's model has a price here)."""
+    monkeypatch.setattr(engine, "_prices", {})  # no price remembered from an earlier test
+    ModelPrice.objects.create(
+        model_name="demo-atlas-large",
+        input_usd_per_mtok=Decimal("2.5"),
+        output_usd_per_mtok=Decimal("10"),
+    )
+    client = client_for(admin_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        _launch(client, 1)
+    job = CurationJob.objects.get()
+    calls = ProviderCall.objects.filter(curation_job=job)
+    assert calls.count() == 24 and set(calls.values_list("purpose", flat=True)) == {"curation"}
+    planner = calls.filter(endpoint__name="demo-atlas-large")
+    assert planner.count() == 8
+    for tokens_in, tokens_out, cost_usd in planner.values_list(
+        "input_tokens", "output_tokens", "cost_usd"
+    ):
+        assert tokens_in > 0 and tokens_out > 0
+        cost = (tokens_in * Decimal("2.5") + tokens_out * Decimal("10")) / 1_000_000
+        # The column keeps 6 places (each database rounds a half its own way).
+        assert abs(cost_usd - cost) <= Decimal("0.0000005")
+    assert not calls.exclude(endpoint__name="demo-atlas-large").exclude(cost_usd=0).exists()
+    text = client.get(reverse("admin:benchmark_curationjob_progress", args=[job.pk])).content
+    total_in = sum(calls.values_list("input_tokens", flat=True))
+    total = sum(calls.values_list("cost_usd", flat=True))
+    assert total > 0
+    assert f"Calls: 24 · tokens in {total_in} /".encode() in text
+    assert f"cost ${total:.4f}".encode() in text
 
 
 def test_the_launch_form_needs_a_scenario_and_a_style(client_for, admin_user, demo):

@@ -173,7 +173,8 @@ def test_the_commands_launch_show_cancel_and_resume_a_job(demo, django_capture_o
     out = io.StringIO()
     call_command("curation_job", str(job.id), "--cancel", stdout=out)
     assert "'from the shell': cancelled" in out.getvalue()
-    assert "DEMO_TRAVEL_01 style 1: cancelled, turn 0 of 10" in out.getvalue()
+    assert "DEMO_TRAVEL_01 style 1: cancelled, turn 0 of 10, claimed 0 time(s)" in out.getvalue()
+    assert "  0 call(s) made (0 failed), tokens in 0 / out 0, cost $0.0000" in out.getvalue()
     with pytest.raises(CommandError, match="only a queued or running"):
         call_command("curation_job", str(job.id), "--cancel", stdout=io.StringIO())
     out = io.StringIO()
@@ -182,7 +183,8 @@ def test_the_commands_launch_show_cancel_and_resume_a_job(demo, django_capture_o
     assert "Re-enqueued 1 dialogue(s)." in out.getvalue()
     out = io.StringIO()
     call_command("curation_job", str(job.id), stdout=out)
-    assert f"style 1: done, turn 8 of 10, dialogue {NEW_ID}" in out.getvalue()
+    assert f"style 1: done, turn 8 of 10, claimed 1 time(s), dialogue {NEW_ID}" in out.getvalue()
+    assert "  24 call(s) made (0 failed), tokens in " in out.getvalue()
     events = RunAuditEvent.objects.filter(curation_job=job).order_by("id")
     assert [(e.action, e.via, e.actor_name.split(" ")[-1]) for e in events] == [
         (AuditAction.LAUNCH, AuditVia.COMMAND, "(curate)"),

@@ -1,10 +1,11 @@
-"""The audit log of actions that spend money: launch, resume, retry errors — from the admin's
-actions and buttons and from ``run_eval`` — with who and when; read-only in the admin."""
+"""The audit log of actions that spend money or stop it being spent: launch, resume, retry
+errors, cancel — from the admin's actions and buttons and from ``run_eval`` — with who and when;
+read-only in the admin."""
 
 import io
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from benchmark.models import EvaluationRun, EvaluationUnit, RunAuditEvent
@@ -84,9 +85,46 @@ def test_admin_launch_resume_and_retry_are_recorded_with_who_and_when(
     event = RunAuditEvent.objects.get(run=run, action="retry_errors")
     assert event.actor == admin_user and event.note == "6 errored unit(s)"
     assert event.created_at is not None and event.run_name == "admin run"
-    # Cancelling spends nothing: not recorded. Nor is a launch of a run no longer queued.
+    # An action that does nothing is not recorded: a launch of a run no longer queued, a
+    # cancel of a run that has ended.
     client.post(reverse("admin:benchmark_evaluationrun_action", args=[run.pk, "launch"]))
+    client.post(reverse("admin:benchmark_evaluationrun_action", args=[run.pk, "cancel"]))
     assert len(_events(run)) == 4
+
+
+def test_cancelling_a_run_is_recorded_from_the_button_the_action_and_the_command(
+    client_for, admin_user, endpoints
+):
+    client = client_for(admin_user)
+    runs = []
+    for n in range(3):
+        run = _create_run(client, endpoints)
+        EvaluationRun.objects.filter(pk=run.pk).update(status="running", name=f"run {n}")
+        runs.append(run)
+    button, action, command = runs
+    client.post(reverse("admin:benchmark_evaluationrun_action", args=[button.pk, "cancel"]))
+    client.post(
+        reverse("admin:benchmark_evaluationrun_changelist"),
+        {"action": "cancel_runs", "_selected_action": [action.pk]},
+    )
+    out = io.StringIO()
+    call_command("run_eval", "--cancel", str(command.pk), stdout=out, stderr=io.StringIO())
+    assert "cancelling" in out.getvalue()
+    name = admin_user.username
+    assert _events(button) == [("cancel", name, "admin")]
+    assert RunAuditEvent.objects.get(run=button).run_name == "run 0"
+    assert _events(action) == [("cancel", name, "admin")]
+    ((what, who, via),) = _events(command)
+    assert (what, via) == ("cancel", "command") and who.endswith("(run_eval)")
+    for run in runs:
+        run.refresh_from_db()
+        assert run.status == "cancelled"  # no unit was running: cancelled at once
+    # A second cancel is refused, names why, and is not recorded.
+    with pytest.raises(CommandError, match="Not cancelled: only a queued or running run"):
+        call_command("run_eval", "--cancel", str(command.pk), stdout=out, stderr=io.StringIO())
+    with pytest.raises(CommandError, match="cannot be given together"):
+        call_command("run_eval", "--cancel", "1", "--resume", "1", stdout=out)
+    assert len(_events(command)) == 1
 
 
 def test_run_eval_records_launch_and_resume_as_the_system_user(endpoints, eager):

@@ -60,7 +60,9 @@ def _database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-def _start_worker(queue: str) -> subprocess.Popen:
+def _start_worker(queue: str, **env: str) -> subprocess.Popen:
+    """A worker on ``queue`` alone, on this test's database, with ``env`` added to its
+    environment (settings it reads at start-up)."""
     return subprocess.Popen(
         [
             *celery_worker_argv(),
@@ -76,7 +78,12 @@ def _start_worker(queue: str) -> subprocess.Popen:
         ],
         cwd=settings.BASE_DIR,
         # Small batches, so that the run is several tasks and the kill lands between them.
-        env={**os.environ, "DATABASE_URL": _database_url(), "EVAL_BATCH_SIZE": str(BATCH)},
+        env={
+            **os.environ,
+            "DATABASE_URL": _database_url(),
+            "EVAL_BATCH_SIZE": str(BATCH),
+            **env,
+        },
     )
 
 
