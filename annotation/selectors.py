@@ -198,13 +198,14 @@ class ReplyContext:
     replies: dict[int, str]
 
 
-def reply_context(item: StudyItem) -> ReplyContext:
-    """The item's trigger, the conversation up to it (as the models saw it) and its replies:
-    one statement (``sql.trigger_conversation_replies``), read on every workspace request."""
+def reply_context(item: StudyItem, unit_ids: tuple[int, ...] = ()) -> ReplyContext:
+    """The item's trigger, the conversation up to it (as the models saw it) and its replies —
+    ``unit_ids``, or else the item's ``unit`` and ``unit_b``: one statement
+    (``sql.trigger_conversation_replies``), read on every workspace request."""
     if item.trigger_id is None:
         raise ValueError(f"study item {item.pk} rates no reply")
     trigger, turns, replies = sql.trigger_conversation_replies(
-        item.trigger_id, (item.unit_id, item.unit_b_id)
+        item.trigger_id, unit_ids or (item.unit_id, item.unit_b_id)
     )
     messages = conversation_until(trigger, turns)
     return ReplyContext(trigger, [{"role": m.role, "text": m.content} for m in messages], replies)

@@ -57,6 +57,7 @@ from stats.interfaces import (
     Battles,
     FailureModeLabel,
     FailureModeLabels,
+    HaloJudgments,
     LabelMatrix,
     PreferenceJudgements,
 )
@@ -534,6 +535,26 @@ def battles_for(request: TableRequest, *, table: str) -> tuple[Battles, list[str
         f"battles is {' or '.join(BATTLE_SOURCES)} (where the battles come from), not "
         f"{request.battles!r}"
     )
+
+
+# --- HALO diagnoses --------------------------------------------------------------------------
+
+
+def halo_judgments_for(request: TableRequest, *, table: str) -> tuple[HaloJudgments, list[str]]:
+    """The request's HALO study's diagnoses (``studies.halo_judgments``), read once however many
+    of the HALO tables the request draws, and notes."""
+    if request.study is None:
+        raise StatsInputError(
+            f"the {table} table reads a human study: choose one, a HALO diagnosis study "
+            "(study=ID / --study ID; staff see every study at /annotate/studies/)"
+        )
+    cache = request.cache.setdefault("study", {})
+    study = study_for_table(study_id=request.study, table=table, cache=cache)
+    key = ("halo", request.include_excluded)
+    if key not in cache:
+        cache[key] = studies.halo_judgments(study, include_excluded=request.include_excluded)
+    judgments, notes = cache[key]
+    return judgments, list(notes)
 
 
 # --- A judge's repeats -----------------------------------------------------------------------

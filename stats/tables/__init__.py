@@ -43,6 +43,9 @@ TABLE_MODULES = (
     "failure_modes_llm_vs_human",
     "human_agreement",
     "judge_human_alignment",
+    # HALO diagnosis studies (issue #17)
+    "halo",
+    "halo_comparison",
 )
 """The table modules, listed rather than discovered: importing them registers their tables, and
 this order is the registration order — the order of the dashboard's panels (run tables, then

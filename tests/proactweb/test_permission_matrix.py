@@ -88,6 +88,7 @@ EXPECTED: dict[str, dict[str, int]] = {
     "annotation:rater_exclusion": row(LOGIN, NOT_FOUND, 405, 405),
     "admin:annotation_study_import": ADMIN,
     "admin:annotation_study_import_battles": ADMIN,
+    "admin:annotation_study_import_halo": ADMIN,  # HALO checkpoints (issue #17)
     # Archive / Unarchive buttons: POST only; a GET goes back to the study's page.
     r"admin:annotation_study_(archive|unarchive)": row(LOGIN, LOGIN, LOGIN, 302),
     # Asked for with the rater's study, which has answers: never deleted, only archived.

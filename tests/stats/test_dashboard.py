@@ -204,6 +204,13 @@ DEMO_ANSWERS = {
     "adjudication": lambda n: {"verdict": ("PARTIAL", "FAIL")[n % 2]},
     "failure_mode": lambda n: {"label": ("generic_closing", "other")[n % 2], "note": "x"},
     "dialogue_audit": lambda n: {**AUDIT_YES, "decision": "pass"},
+    # HALO (issue #17): three replies; the second rejected as a premature, excessive action.
+    "halo": lambda n: {
+        **{f"level_{r}": ("L0", "L3", "L1")[r - 1] for r in (1, 2, 3)},
+        **{f"acceptable_{r}": "no" if r == 2 or n % 2 else "yes" for r in (1, 2, 3)},
+        **{f"timing_{r}": "premature" for r in (2, 3)},
+        **{f"intensity_{r}": "excessive" for r in (2, 3)},
+    },
 }
 STUDY_SECTIONS = {
     "pairwise": {
@@ -218,6 +225,16 @@ STUDY_SECTIONS = {
     "adjudication": {"human-agreement"},
     "failure_mode": {"failure-modes", "human-agreement"},
     "dialogue_audit": {"human-agreement"},
+    "halo": {
+        "halo-acceptability",
+        "halo-proactivity",
+        "halo-timing-intensity",
+        "halo-levels",
+        "halo-paired",
+        "halo-effort",
+        "halo-effort-correlation",
+        "halo-agreement",
+    },
 }
 
 

@@ -155,6 +155,14 @@ def test_registration_order_is_the_listed_modules_order():
         "failure-modes-llm-vs-human",
         "human-agreement",
         "judge-human-alignment",
+        "halo-acceptability",
+        "halo-proactivity",
+        "halo-timing-intensity",
+        "halo-levels",
+        "halo-paired",
+        "halo-effort",
+        "halo-effort-correlation",
+        "halo-agreement",
     ]
 
 
