@@ -116,7 +116,7 @@ def test_the_workspace_shows_the_timeline_and_the_proposals_by_position(review):
     token = token_of(page)
     assignment = Assignment.objects.get(item__token=token)
     item = assignment.item
-    assert "What the user has been doing" in html and '<ol class="timeline">' in html
+    assert "What the user has been doing" in html and '<ol class="event-timeline">' in html
     for event in item.payload["events"]:
         assert event["time"] in html and event["text"] in html
     texts = {p["id"]: p["text"] for p in item.payload["proposals"]}

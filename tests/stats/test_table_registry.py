@@ -140,6 +140,7 @@ def test_registration_order_is_the_listed_modules_order():
         "injection-effect",
         "judge-agreement",
         "judge-self-consistency",
+        "pairwise-judge-consistency",
         "style-sensitivity",
         "style-sensitivity-by-phase",
         "style-logits",
@@ -147,6 +148,8 @@ def test_registration_order_is_the_listed_modules_order():
         "benchmark-correlation",
         "preference",
         "preference-raters",
+        "arena-ranking",
+        "arena-pairs",
         "failure-modes",
         "failure-modes-llm",
         "failure-modes-llm-vs-human",
@@ -155,6 +158,14 @@ def test_registration_order_is_the_listed_modules_order():
         "proposal-agreement",
         "human-agreement",
         "judge-human-alignment",
+        "halo-acceptability",
+        "halo-proactivity",
+        "halo-timing-intensity",
+        "halo-levels",
+        "halo-paired",
+        "halo-effort",
+        "halo-effort-correlation",
+        "halo-agreement",
     ]
 
 
