@@ -4,6 +4,9 @@
 //   data-check-row          an audit checklist row; its options' data-check-keys answer it,
 //                           the checklist's data-row-next / data-row-previous keys move rows
 //   data-toggle-shortcuts   opens the "?" overlay
+//   data-page-keys="m"      like data-keys, for a control outside #workspace that outlives its
+//                           items (the "show raw" switch); looked for when no item control has
+//                           the key
 // Shortcuts pause while a text box has focus (Esc leaves it; Ctrl+Enter submits from it). Each
 // item, and each form sent back with a problem, opens with focus outside every text box.
 // The server decides everything that matters; this file only moves focus and clicks.
@@ -118,7 +121,8 @@
       if (/^[a-z0-9]$/.test(key) && answerRow(ws, key)) return event.preventDefault();
     }
     if (!/^[a-z0-9]$|^enter$/.test(key)) return;
-    const el = ws.querySelector(`[data-keys~="${key}"]`);
+    const el =
+      ws.querySelector(`[data-keys~="${key}"]`) || document.querySelector(`[data-page-keys~="${key}"]`);
     if (el && !el.disabled) {
       event.preventDefault();
       activate(el);

@@ -81,9 +81,10 @@ def test_nothing_an_annotator_reaches_in_a_pairwise_study_reveals_models_or_cond
         def record(token, response, shown=shown):
             html = response.content.decode()
             first = re.search(
-                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="text">'
-                r"([^<]*)</div>",
+                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="md-text">.*?'
+                r'<div class="md-raw">([^<]*)</div>',
                 html,
+                re.S,
             ).group(1)
             shown[token] = replies[first.replace("&#x27;", "'")]
 
@@ -125,8 +126,10 @@ def test_nothing_an_annotator_reaches_in_an_arena_study_reveals_a_source(
 
         def record(token, response, shown=shown):
             first = re.search(
-                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="text">([^<]*)</div>',
+                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="md-text">.*?'
+                r'<div class="md-raw">([^<]*)</div>',
                 response.content.decode(),
+                re.S,
             ).group(1)
             shown[token] = replies[first.replace("&#x27;", "'")]
 

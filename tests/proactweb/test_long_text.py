@@ -14,8 +14,10 @@ from django.utils.html import escape
 from annotation.templatetags.annotation_tags import chat_bubbles
 from benchmark.corpus.importer import corpus_import
 from benchmark.models import Dialogue, Turn
-from core.long_text import display_cut, long_text
+from core.long_text import display_cut
+from core.markdown import readable
 from tests.factories import dialogue_record, jsonl_bytes, stream
+from tests.texts import raw_of, rendered_of
 
 CAP = 20_000
 HTMX = {"HX-Request": "true"}
@@ -53,20 +55,20 @@ def test_a_cut_without_spaces_keeps_accents_with_their_letter():
     assert cut == CAP - 1 and text[cut:].startswith("e\u0301")
 
 
-def test_a_short_text_renders_unchanged():
+def test_a_short_text_is_not_cut():
     text = "Hi <b>there</b> & 'you'\nsecond line"
-    assert long_text(text) == escape(text)
-    assert long_text(text, full_url="/x/") == escape(text)
+    for out in (readable(text), readable(text, full_url="/x/")):
+        assert raw_of(out) == html.escape(text)
+        assert rendered_of(out) == "<p>Hi &lt;b&gt;there&lt;/b&gt; &amp; 'you'\nsecond line</p>\n"
     assert chat_bubbles([{"role": "user", "text": text}]) == (
-        '<div class="bubble user is-current"><div class="who">User</div>'
-        f'<div class="text">{html.escape(text)}</div></div>'
+        f'<div class="bubble user is-current"><div class="who">User</div>{readable(text)}</div>'
     )
 
 
 def test_a_long_text_is_escaped_on_both_sides_of_the_cut():
     text = words(CAP + 5_000, "<b>x</b> ")
-    out = str(long_text(text))
-    assert "<b>" not in out
+    out = raw_of(readable(text))
+    assert "<b>" not in readable(text)
     shown, rest = re.fullmatch(
         r'<span class="long-text">(.*)<span class="long-text-more">… ([\d,]+) more characters'
         r'</span><details class="long-text-rest"><summary>Show all</summary>(.*)</details></span>',
@@ -113,12 +115,14 @@ def test_show_all_gives_the_whole_text_as_a_page_and_as_an_htmx_swap(
     text = Turn.objects.get(dialogue=long_dialogue, index=2).user_message
     url = reverse("benchmark:turn_text", args=[long_dialogue.pk, 2, "user"])
     swap = client.get(url, headers=HTMX)
-    assert swap.status_code == 200 and swap.content.decode() == escape(text)
+    assert swap.status_code == 200
+    assert swap.content.decode() == readable(text, whole=True)  # what "show all" swaps in
+    assert raw_of(swap.content.decode()) == escape(text)
     page = client.get(url).content.decode()
-    assert escape(text) in page and "<html" in page
+    assert readable(text, whole=True) in page and "<html" in page
     assert reverse("benchmark:dialogue_detail", args=[long_dialogue.pk]) in page
     assistant = client.get(reverse("benchmark:turn_text", args=[long_dialogue.pk, 2, "assistant"]))
-    assert assistant.content.decode().count("A short reply.") == 1
+    assert assistant.content.decode().count("A short reply.") == 2  # rendered, and raw
 
 
 def test_show_all_is_a_404_for_a_missing_turn_or_part_and_staff_only(
