@@ -136,13 +136,26 @@
   // --- Each item: time on it, its draft (static/js/drafts.js), focus -----------------------
   let shownAt = performance.now();
 
+  // A conversation box opens on its current message (the trigger turn's): its end at the
+  // box's bottom, with what came just before above it; a message taller than the box, its start.
+  function showCurrent(box) {
+    const current = box.querySelector(".is-current");
+    if (!current) {
+      box.scrollTop = box.scrollHeight;
+      return;
+    }
+    const top = current.offsetTop; // the box is positioned (app.css): its own coordinates
+    const bottom = top + current.offsetHeight;
+    box.scrollTop = current.offsetHeight > box.clientHeight ? top : bottom - box.clientHeight;
+  }
+
   function itemShown() {
     const ws = workspace();
     shownAt = performance.now();
     if (!ws) return;
     ws.dataset.shown = "1";
     if (window.proactbenchDrafts) window.proactbenchDrafts.restoreOnly(ws); // static/js/drafts.js
-    ws.querySelectorAll("[data-scroll-bottom]").forEach((el) => (el.scrollTop = el.scrollHeight));
+    ws.querySelectorAll("[data-scroll-current]").forEach(showCurrent);
     // Every item, and every form sent back with a problem, starts with focus on the workspace
     // (htmx would put it back in the text box of the same id), so the keys the page and its
     // error messages name work at once; r goes to the box.
