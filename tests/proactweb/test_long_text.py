@@ -164,11 +164,13 @@ def test_show_all_swaps_in_the_whole_text_in_a_browser(
     )
     page = context.new_page()
     page.goto(live_server.url + reverse("benchmark:dialogue_detail", args=[dialogue.pk]))
-    bubble = page.locator("#turn-2 .bubble.user .text")
+    bubble = page.locator("#turn-2 .bubble.user .md-text")
     assert len(bubble.inner_text()) < CAP + 100 and "more characters" in bubble.inner_text()
-    bubble.get_by_text("Show all").click()
+    bubble.locator(".md").get_by_text("Show all").click()
     page.wait_for_function("!document.querySelector('#turn-2 .long-text')")
-    assert bubble.inner_text() == text
+    # The whole text, rendered (a paragraph: the text, its spaces collapsed) and raw.
+    assert page.locator("#turn-2 .bubble.user .md").inner_text() == text.strip()
+    assert page.locator("#turn-2 .bubble.user .md-raw").text_content() == text
     assert page.evaluate("window.__xss") is None
     context.close()
     connection.close()  # the ORM's connection from this thread (see the untrusted-text test)
@@ -182,10 +184,14 @@ def test_opening_show_all_in_a_bubble_reads_on_as_the_whole_text(browser):
     css = (Path(__file__).resolve().parents[2] / "static" / "css" / "app.css").read_text()
     page = browser.new_page()
     bubbles = chat_bubbles([{"role": "assistant", "text": text}])
-    page.set_content(f"<style>{css}</style><main><div class='chat'>{bubbles}</div></main>")
-    closed = page.inner_text(".bubble .text")
+    page.set_content(
+        f"<style>{css}</style><body><main><div class='chat'>{bubbles}</div>"
+        '<input type="checkbox" id="show-raw"></main></body>'
+    )
+    page.check("#show-raw")  # the raw side reads exactly as the text was written
+    closed = page.inner_text(".bubble .md-raw")
     more = len(text) - display_cut(text)
     assert closed.endswith(f"… {more:,} more characters\nShow all") and len(closed) < CAP + 100
-    page.click("summary")
-    assert page.inner_text(".bubble .text") == text
+    page.click(".md-raw summary")
+    assert page.inner_text(".bubble .md-raw") == text
     page.close()
