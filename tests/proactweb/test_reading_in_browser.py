@@ -171,9 +171,10 @@ def test_the_conversation_opens_on_the_trigger_turns_message(demo, browser, live
     open_item(page, live_server, study)
     box = page.locator("#workspace .chat").bounding_box()
     current = page.locator("#workspace .chat .is-current").bounding_box()
-    assert box["y"] - 1 <= current["y"] and current["y"] + current["height"] <= box["y"] + box[
-        "height"
-    ] + 1
+    assert (
+        box["y"] - 1 <= current["y"]
+        and current["y"] + current["height"] <= box["y"] + box["height"] + 1
+    )
     # Earlier messages fold, open, without JavaScript's help.
     earlier = page.locator("#workspace .chat details.earlier")
     if earlier.count():
