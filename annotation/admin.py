@@ -14,7 +14,12 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from annotation.forms import BattleImportForm, StudyCreateForm, StudyImportForm
+from annotation.forms import (
+    BattleImportForm,
+    CheckpointImportForm,
+    StudyCreateForm,
+    StudyImportForm,
+)
 from annotation.models import (
     Answer,
     Assignment,
@@ -26,6 +31,7 @@ from annotation.models import (
     StudyStatus,
 )
 from annotation.services.battles import battles_import
+from annotation.services.checkpoints import checkpoints_import
 from annotation.services.importer import StudyImportError, study_import
 from annotation.services.studies import (
     INSTRUCTIONS_MAX_CHARS,
@@ -256,6 +262,11 @@ class StudyAdmin(admin.ModelAdmin):
                 name="annotation_study_import_battles",
             ),
             path(
+                "import-halo/",
+                self.admin_site.admin_view(self.import_halo_view),
+                name="annotation_study_import_halo",
+            ),
+            path(
                 "<int:study_id>/archive/",
                 self.admin_site.admin_view(self.archive_view),
                 {"archived": True},
@@ -356,6 +367,48 @@ class StudyAdmin(admin.ModelAdmin):
                 )
                 return redirect("admin:annotation_study_change", study.pk)
         return TemplateResponse(request, "admin/annotation/study/import_battles.html", context)
+
+    def import_halo_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload HALO checkpoints as a new, open diagnosis study: same as ``import_halo``."""
+        if not self.has_add_permission(request):
+            return redirect("admin:index")
+        posted = request.method == "POST"
+        form = CheckpointImportForm(
+            request.POST if posted else None, request.FILES if posted else None
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "title": "Import HALO checkpoints",
+            "opts": self.model._meta,
+        }
+        if posted and form.is_valid():
+            data = form.cleaned_data
+            try:
+                study = checkpoints_import(
+                    stream=data["checkpoints"],
+                    file_name=data["checkpoints"].name,
+                    name=data["name"],
+                    annotators=list(data["annotators"]),
+                    overlap=data["overlap"],
+                    instructions=data["instructions"],
+                    max_items=data["max_items"],
+                    seed=data["seed"],
+                    created_by=signed_in_user(request),
+                )
+            except StudyImportError as exc:
+                context["import_errors"] = exc
+            except StudyInputError as exc:
+                for field_name, errors in exc.errors.items():
+                    for error in errors:
+                        known = field_name in form.fields
+                        form.add_error(field_name if known else None, error)
+            else:
+                messages.success(
+                    request, f"Study {study.pk} created: {study.items.count()} checkpoints."
+                )
+                return redirect("admin:annotation_study_change", study.pk)
+        return TemplateResponse(request, "admin/annotation/study/import_halo.html", context)
 
 
 @admin.register(StudyItem)

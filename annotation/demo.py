@@ -20,6 +20,7 @@ from annotation.kinds import (
     dialogue_audit,
     direct_rating,
     failure_mode,
+    halo,
     pairwise,
 )
 from annotation.models import Rater, Study, StudyStatus
@@ -147,6 +148,23 @@ def demo_specs(*, run: EvaluationRun, annotators, adjudicators) -> list[StudySpe
             runs=[run],
             conditions=[Condition.VANILLA],
             per_pair=5,  # three models: three pairs, five triggers each
+            **common,
+        ),
+        # HALO diagnosis (issue #17): the three demo models' replies at a few triggers.
+        StudySpec(
+            kind=halo.KIND.key,
+            name="Demo: diagnose every reply at a checkpoint",
+            instructions=(
+                "Each checkpoint is a conversation up to a moment where help may be due, and "
+                "several replies to it. For each reply: how far does it go (L0 observe … L3 "
+                "execute; a guess is pre-filled, confirm or change it), and is it acceptable? "
+                "For a rejected reply that intervenes, say whether it came too early or too "
+                "late, and whether it did too little or too much."
+            ),
+            overlap=2,
+            run=run,
+            condition=Condition.VANILLA,
+            max_items=4,
             **common,
         ),
     ]

@@ -17,6 +17,7 @@ from annotation.models import Assignment, Study
 from annotation.services.assignments import AnswerInput
 from annotation.services.studies import INSTRUCTIONS_MAX_CHARS, MAX_ITEMS, SEED_MAX, StudySpec
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
+from core.forms import ModelIdsField
 from core.roles import ANNOTATOR, RESEARCHER
 
 CONFIDENCE = tuple((n, str(n)) for n in range(1, 6))
@@ -32,35 +33,6 @@ COMMON_FIELDS = (
     "annotators",
 )
 TAIL_FIELDS = ("max_items", "seed", "gold")
-
-
-# The largest id either database can compare with (a 64-bit integer).
-LARGEST_ID = 2**63 - 1
-
-
-class ModelIdsField(forms.ModelMultipleChoiceField):
-    """A multiple choice of rows by id. A value no 64-bit id can be is refused before the
-    query (SQLite's ``IN`` lookup raises OverflowError on it), and an id in other digits
-    (Arabic-Indic, full-width) is read as the number it writes, as Django's single-choice and
-    integer fields read it, rather than refused as an unknown choice."""
-
-    def _check_values(self, value):
-        ids = []
-        for pk in value:
-            try:
-                number = int(str(pk))
-            except ValueError:
-                ids.append(pk)  # not a number at all: the parent names it as an invalid value
-                continue
-            if not 0 < number <= LARGEST_ID:
-                raise forms.ValidationError(
-                    self.error_messages["invalid_pk_value"],
-                    code="invalid_pk_value",
-                    params={"pk": str(pk)[:40]},
-                )
-            ids.append(str(number))
-        # A private hook of Django's ModelMultipleChoiceField (django-stubs omits it).
-        return super()._check_values(ids)  # type: ignore[misc]
 
 
 def annotator_choices(*groups: str):
@@ -265,6 +237,30 @@ class BattleImportForm(forms.Form):
         "judge, question_id, turn, tstamp (other keys are ignored)."
     )
     name = forms.CharField(max_length=200, required=False)
+
+
+class CheckpointImportForm(forms.Form):
+    """A HALO checkpoints file and the study it becomes (``annotation.services.checkpoints``)."""
+
+    checkpoints = forms.FileField(help_text="JSON Lines, one checkpoint per line.")
+    name = forms.CharField(
+        max_length=200, help_text="Annotators see it: never name a model or a source."
+    )
+    instructions = forms.CharField(
+        required=False, max_length=INSTRUCTIONS_MAX_CHARS, widget=forms.Textarea(attrs={"rows": 3})
+    )
+    annotators = ModelIdsField(queryset=annotator_choices(), widget=forms.CheckboxSelectMultiple)
+    overlap = forms.IntegerField(
+        min_value=1, max_value=20, initial=2, label="Annotators per checkpoint (k)"
+    )
+    max_items = forms.IntegerField(
+        min_value=1, max_value=MAX_ITEMS, required=False, label="At most this many checkpoints"
+    )
+    seed = forms.IntegerField(min_value=0, max_value=SEED_MAX, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        cast(ModelIdsField, self.fields["annotators"]).queryset = annotator_choices()
 
 
 class ExclusionForm(forms.Form):

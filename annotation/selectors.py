@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db.models import (
     BooleanField,
@@ -23,6 +24,7 @@ from django.db.models import (
     IntegerField,
     OuterRef,
     Q,
+    QuerySet,
     Subquery,
     Sum,
 )
@@ -30,7 +32,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from annotation import kinds, sql
-from annotation.kinds.base import BattleItem
+from annotation.kinds.base import BattleItem, StudyKind
 from annotation.metrics import Vote, gold_accuracy, percent_agreement, rater_figures
 from annotation.models import (
     Answer,
@@ -196,13 +198,14 @@ class ReplyContext:
     replies: dict[int, str]
 
 
-def reply_context(item: StudyItem) -> ReplyContext:
-    """The item's trigger, the conversation up to it (as the models saw it) and its replies:
-    one statement (``sql.trigger_conversation_replies``), read on every workspace request."""
+def reply_context(item: StudyItem, unit_ids: tuple[int, ...] = ()) -> ReplyContext:
+    """The item's trigger, the conversation up to it (as the models saw it) and its replies —
+    ``unit_ids``, or else the item's ``unit`` and ``unit_b``: one statement
+    (``sql.trigger_conversation_replies``), read on every workspace request."""
     if item.trigger_id is None:
         raise ValueError(f"study item {item.pk} rates no reply")
     trigger, turns, replies = sql.trigger_conversation_replies(
-        item.trigger_id, (item.unit_id, item.unit_b_id)
+        item.trigger_id, unit_ids or (item.unit_id, item.unit_b_id)
     )
     messages = conversation_until(trigger, turns)
     return ReplyContext(trigger, [{"role": m.role, "text": m.content} for m in messages], replies)
@@ -233,6 +236,30 @@ def known_facts(trigger: TriggerRow) -> list[str]:
 def item_view(*, assignment: Assignment, study: Study) -> dict:
     """What the workspace shows for this assignment (blinded; see the module docstring)."""
     return kinds.get(study.kind).item_view(assignment, study)
+
+
+# --- Pairs for LLM pairwise judges ------------------------------------------------------------
+
+
+class StudyPair(NamedTuple):
+    unit_a: int
+    unit_b: int
+    run_a: int
+    run_b: int
+
+
+def study_unit_pairs(*, study_id: int) -> list[StudyPair]:
+    """The (side A, side B) replies of a study's two-reply items (``StudyItem.unit`` and
+    ``unit_b``) with the run of each, in the items' order: the pairs an LLM pairwise judge is
+    given (``judge_pairs --pairs study=ID``) so that its verdicts and people's exist on the same
+    pairs. ``Study.DoesNotExist`` for no such study. Two queries."""
+    study = Study.objects.get(pk=study_id)
+    return [
+        StudyPair(*row)
+        for row in study.items.filter(unit__isnull=False, unit_b__isnull=False)
+        .order_by("position", "id")
+        .values_list("unit_id", "unit_b_id", "unit__run_id", "unit_b__run_id")
+    ]
 
 
 # --- Staff pages ------------------------------------------------------------------------------
@@ -365,11 +392,10 @@ class Battle:
     tstamp: float | None
 
 
-def study_battles(*, study: Study, include_excluded: bool = False) -> Iterator[Battle]:
-    """The live answers of ``study`` as battles, in answer order, streamed (read in chunks of
-    ``BATTLE_CHUNK`` rows: a server-side cursor on PostgreSQL), so memory does not grow with
-    the study. Raters the study excludes are left out unless ``include_excluded``. Raises
-    ``ValueError`` for a study whose kind's answers are not battles."""
+def _battle_answers(*, study: Study, include_excluded: bool) -> tuple[StudyKind, QuerySet[Answer]]:
+    """The study's kind and the answers that are its battles: live ones, of raters it does not
+    exclude unless ``include_excluded``. ``ValueError`` for a kind whose answers are no
+    battles."""
     kind = kinds.get(study.kind)
     if not kind.battles:
         raise ValueError(
@@ -378,6 +404,15 @@ def study_battles(*, study: Study, include_excluded: bool = False) -> Iterator[B
     answers = Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
     if not include_excluded:
         answers = answers.filter(assignment__rater__excluded=False)
+    return kind, answers
+
+
+def study_battles(*, study: Study, include_excluded: bool = False) -> Iterator[Battle]:
+    """The live answers of ``study`` as battles, in answer order, streamed (read in chunks of
+    ``BATTLE_CHUNK`` rows: a server-side cursor on PostgreSQL), so memory does not grow with
+    the study. Raters the study excludes are left out unless ``include_excluded``. Raises
+    ``ValueError`` for a study whose kind's answers are not battles."""
+    kind, answers = _battle_answers(study=study, include_excluded=include_excluded)
     rows = answers.order_by("id").values_list(
         "assignment__item_id",
         "assignment__item__key",
@@ -429,3 +464,56 @@ def study_battles(*, study: Study, include_excluded: bool = False) -> Iterator[B
             shown_swapped=bool(order) and order[0] == "B",
             tstamp=details["tstamp"] if "tstamp" in details else submitted_at.timestamp(),
         )
+
+
+@dataclass(frozen=True)
+class BattleCount:
+    """How many of a study's battles (``study_battles``) had this winner between these two
+    sources, on its gold items or on the others."""
+
+    source_a: str
+    source_b: str
+    winner: str  # a BattleWinner value, for source_a against source_b
+    gold: bool
+    count: int
+
+
+def study_battle_counts(*, study: Study, include_excluded: bool = False) -> list[BattleCount]:
+    """``study_battles``' battles counted per (source A, source B, winner, gold item or not),
+    by the database: one query whose rows are the distinct (sides, reply model, label, gold)
+    of the answers — a few per pair of sources, however many answers — so that a ranking never
+    reads the answers one by one. Sorted.
+
+    A kind names a battle's sources from the item's ``sources`` and reply model only
+    (``StudyKind.battle_sides``; the other fields of ``BattleItem`` say where they met, and
+    are None here): the same sources ``study_battles`` gives, which the tests check."""
+    kind, answers = _battle_answers(study=study, include_excluded=include_excluded)
+    rows = (
+        answers.values_list(
+            "assignment__item__payload__sources__A",
+            "assignment__item__payload__sources__B",
+            "assignment__item__unit__endpoint__name",
+            "assignment__item__payload__evaluated_model",
+            "label",
+            "assignment__item__is_gold",
+        )
+        .annotate(count=Count("id"))
+        .order_by()
+    )
+    counts: Counter[tuple[str, str, str, bool]] = Counter()
+    for source_a, source_b, endpoint, release_model, label, gold, count in rows:
+        sides = kind.battle_sides(
+            BattleItem(
+                key="",
+                source_a=source_a,
+                source_b=source_b,
+                question_id=None,
+                turn=None,
+                model=endpoint or release_model,
+                dialogue=None,
+                trigger_turn=None,
+                release_turn=None,
+            )
+        )
+        counts[(sides.source_a, sides.source_b, kind.battle_winner(label), gold)] += count
+    return [BattleCount(*key, count) for key, count in sorted(counts.items())]

@@ -248,13 +248,16 @@ class TriggerRow:
 
 
 def trigger_conversation_replies(
-    trigger_id: int, unit_ids: tuple[int | None, int | None]
+    trigger_id: int, unit_ids: tuple[int | None, ...]
 ) -> tuple[TriggerRow, list[TurnRow], dict[int, str]]:
     """The trigger, the dialogue's turns up to and including its turn (in order), and the
-    replies of ``unit_ids`` by unit id, in one statement: a UNION ALL of the turns (part 0;
-    the trigger's columns repeat on each turn's row) and the replies (part 1: unit id and
-    reply in the turn columns)."""
+    replies of ``unit_ids`` (one or more; None matches nothing) by unit id, in one statement: a
+    UNION ALL of the turns (part 0; the trigger's columns repeat on each turn's row) and the
+    replies (part 1: unit id and reply in the turn columns)."""
+    if not unit_ids:
+        raise ValueError("trigger_conversation_replies needs at least one unit id")
     index = connection.ops.quote_name("index")
+    placeholders = ", ".join(["%s"] * len(unit_ids))
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 0 AS part, t.type, t.pass_criteria, t.partial_criteria,"  # noqa: S608
@@ -267,7 +270,7 @@ def trigger_conversation_replies(
             " WHERE t.id = %s"
             " UNION ALL"
             " SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, u.id, u.reply, NULL"
-            f" FROM {EvaluationUnit._meta.db_table} u WHERE u.id IN (%s, %s)"
+            f" FROM {EvaluationUnit._meta.db_table} u WHERE u.id IN ({placeholders})"
             " ORDER BY part, pos",
             [trigger_id, *unit_ids],
         )

@@ -5,11 +5,13 @@ dialogues, 624 triggers), a finished run of 16 models × 624 triggers judged by 
 judgments, verdicts drawn from each model's ability, the judges agreeing most of the time),
 6 external benchmark scores per model, and a second run of 16 models × 624 triggers × 2
 conditions × 3 samples × 3 judges (179,712 judgments) so the export has ~210,000 rows.
-Three human studies are written as the annotation app's rows (study, raters, items, one
+Four human studies are written as the annotation app's rows (study, raters, items, one
 assignment and one answer per vote) on the dashboard run, and read back by the same selectors
 as the dashboard's *Study* filter: a pairwise study of 5,000 votes (1,250 pairs × 4 of 40
 raters, one rater excluded), a failure-mode study of 1,079 fails × 2 labels, a direct-rating
-study of 5,000 ratings (1,000 replies × 5 of 60 raters).
+study of 5,000 ratings (1,000 replies × 5 of 60 raters); and an arena study of 100,000 answers
+(25,000 pairs of the 16 models at the run's triggers × 4 of 40 raters, one excluded; winners
+drawn from the models' abilities as Bradley–Terry strengths, 10 % ties).
 
 Targets (issue #5): every number on the dashboard in ≤ 1 s — the five run panels (leaderboard
 with 1,000-resample CIs, judge agreement, style sensitivity, disclosure distance, benchmark
@@ -18,16 +20,28 @@ item-clustered resamples per row; per rater; nominal agreement) or the failure-m
 (shares; agreement), database reads included (``dashboard_s``: the slower page;
 ``all_panels_s``: every panel together); the raw CSV export streamed with peak memory flat in
 the row count (the full export and a 30,000-row one are compared, each in its own process).
-The direct-rating study's human agreement (Study 1's table) is timed beside it.
+The direct-rating study's human agreement (Study 1's table) is timed beside it, and so is the
+arena study's ranking (issue #16: "well under a second or two" on PostgreSQL for 100,000
+answers; ``arena_ranking_s``) and its page's panels.
+
+HALO diagnosis (issue #17): a HALO study of 8,000 diagnosed replies — 10 models × 800, four
+models at each of 2,000 checkpoints, every checkpoint diagnosed by 2 of 20 raters (16,000
+per-reply judgments in 4,000 answers), written as annotation rows. Target: every HALO table,
+bootstrap CIs included, ≤ 1 s each (a fresh request each: the study's read included); then the
+eight together as the dashboard's study page draws them (one read), and the ``halo`` raw export.
+``--only halo`` runs this part alone (it needs no corpus and no run).
 
     python bench/stats.py                    # embedded default (SQLite in a temp folder)
     DATABASE_URL=postgres://…/scratch python bench/stats.py   # a scratch PostgreSQL database
+    DATABASE_URL=postgres://…/scratch python bench/stats.py --only halo
 
-Ends with ``RESULT dashboard_s= export_rows_per_s= export_peak_rss_mb= …``.
+Ends with ``RESULT dashboard_s= export_rows_per_s= export_peak_rss_mb= … arena_ranking_s= …``
+(``--only halo``: ``RESULT halo_max_table_s= halo_all_tables_s= …``).
 """
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -39,6 +53,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 N_MODELS, N_JUDGES, N_VOTES, N_FAILS = 16, 3, 5000, 1079
+# The arena study: 25,000 pairs of the 16 models (all 120 pairs, ~208 triggers each) × 4 of 40
+# raters = 100,000 battles.
+N_ARENA_ITEMS, ARENA_PER_ITEM, ARENA_RATERS = 25_000, 4, 40
 
 
 def _django():
@@ -54,6 +71,7 @@ def _setup(corpus: Path) -> dict:
     _django()
     import numpy as np
     from django.core.management import call_command
+    from django.db import connection
 
     from annotation.models import Answer, Assignment, Rater, Study, StudyItem
     from benchmark.corpus.importer import corpus_import
@@ -163,7 +181,13 @@ def _setup(corpus: Path) -> dict:
                 batch = []
         Judgment.objects.bulk_create(batch, batch_size=5000)
         total += len(batch)
-    votes = _human_studies(EvaluationRun.objects.get(name="bench dashboard run"), rng)
+    dashboard_run = EvaluationRun.objects.get(name="bench dashboard run")
+    votes = _human_studies(dashboard_run, rng) + _arena_study(dashboard_run, ability, rng)
+    if connection.vendor == "postgresql":
+        # What autovacuum does within a minute of a bulk load: without fresh statistics the
+        # planner takes the 100,000 arena answers for a few hundred and nests its joins.
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
     return {
         "judgments": total,
         "votes": votes,
@@ -271,6 +295,114 @@ def _human_studies(run, rng) -> int:
     )
 
 
+def _arena_study(run, ability, rng) -> int:
+    """The arena study of the module docstring, as annotation rows (bulk-written): each item a
+    pair of the run's models at one trigger (side A and B, their replies, the sources' labels in
+    the payload as the arena kind stores them), answered by 4 raters; the winner drawn from the
+    models' abilities as Bradley–Terry strengths, 10 % ties (half of them both bad), the sides
+    shown in a random order. Returns the number of answers written."""
+    from datetime import UTC, datetime, timedelta
+    from itertools import combinations
+
+    from annotation.models import (
+        Answer,
+        Assignment,
+        AssignmentState,
+        Rater,
+        Study,
+        StudyItem,
+        StudyStatus,
+    )
+
+    units = {
+        (endpoint, trigger): (pk, name)
+        for pk, endpoint, trigger, name in run.units.values_list(
+            "pk", "endpoint_id", "trigger_id", "endpoint__name"
+        )
+    }
+    endpoints = sorted({endpoint for endpoint, _ in units})
+    index = {endpoint: i for i, endpoint in enumerate(endpoints)}
+    triggers = sorted({trigger for _, trigger in units})
+    pairs = list(combinations(endpoints, 2))
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+    study = Study.objects.create(
+        name="bench arena",
+        kind="arena",
+        status=StudyStatus.CLOSED,
+        overlap=ARENA_PER_ITEM,
+        run=run,
+    )
+    raters = Rater.objects.bulk_create(
+        Rater(study=study, external_id=f"R{r:02d}", excluded=r == 7) for r in range(ARENA_RATERS)
+    )
+    drafts = []
+    for i in range(N_ARENA_ITEMS):
+        a, b = pairs[i % len(pairs)]
+        # Each pair at distinct triggers, spread over all of them.
+        trigger = triggers[(i // len(pairs) * 3 + i % len(pairs)) % len(triggers)]
+        (unit_a, label_a), (unit_b, label_b) = units[(a, trigger)], units[(b, trigger)]
+        drafts.append(
+            StudyItem(
+                study=study,
+                position=i,
+                key=f"arena-{i}",
+                trigger_id=trigger,
+                unit_id=unit_a,
+                unit_b_id=unit_b,
+                payload={"sources": {"A": label_a, "B": label_b}, "sides": ["A", "B"]},
+                required_answers=ARENA_PER_ITEM,
+                completed_answers=ARENA_PER_ITEM,
+            )
+        )
+    items = StudyItem.objects.bulk_create(drafts, batch_size=2000)
+    strength = {e: ability[index[e]] for e in endpoints}
+    assignments = Assignment.objects.bulk_create(
+        (
+            Assignment(
+                item=item,
+                rater=raters[(i * ARENA_PER_ITEM + j) % ARENA_RATERS],
+                state=AssignmentState.DONE,
+                display={"order": ["B", "A"] if rng.random() < 0.5 else ["A", "B"]},
+                leased_at=start,
+                lease_expires_at=start,
+                completed_at=start,
+            )
+            for i, item in enumerate(items)
+            for j in range(ARENA_PER_ITEM)
+        ),
+        batch_size=2000,
+    )
+
+    by_unit = dict(run.units.values_list("pk", "endpoint_id"))
+    outcome = {item.pk: (by_unit[item.unit_id], by_unit[item.unit_b_id]) for item in items}
+
+    def label(assignment: Assignment) -> str:
+        if rng.random() < 0.1:
+            return "tie" if rng.random() < 0.5 else "tie (bothbad)"
+        a, b = outcome[assignment.item_id]
+        gap = strength[a] - strength[b]
+        return "model_a" if rng.random() < 1 / (1 + math.exp(-gap)) else "model_b"
+
+    Answer.objects.bulk_create(
+        (
+            Answer(
+                assignment=assignment,
+                idempotency_key=f"bench-arena-{n}",
+                label=label(assignment),
+                display=assignment.display,
+                details={"choice": "1"},
+                started_at=start,
+                submitted_at=start + timedelta(seconds=n),
+                received_at=start + timedelta(seconds=n),
+                time_on_item_s=float(rng.integers(15, 600)),
+            )
+            for n, assignment in enumerate(assignments)
+        ),
+        batch_size=2000,
+    )
+    return len(assignments)
+
+
 def _verdict_probabilities(logit: float) -> list[float]:
     import math
 
@@ -285,6 +417,7 @@ def _dashboard() -> dict:
     _django()
     from annotation.models import Study
     from benchmark.models import EvaluationRun
+    from stats import tables
     from stats.dashboard import dashboard_panels
     from stats.selectors import TableRequest
 
@@ -293,7 +426,12 @@ def _dashboard() -> dict:
 
     def panels(request, kind=None) -> dict:
         out = dashboard_panels(request, study_kind=kind)
-        errors = [p.error for p in out.values() if p.error]
+        errors = {p.name: p.error for p in out.values() if p.error}
+        if kind == "pairwise":
+            # Its battles are each model's vanilla against its rubric-injected reply: one group
+            # per model, which the ranking panels name instead of ranking.
+            for name in ("arena-ranking", "arena-pairs"):
+                assert "is not connected" in errors.pop(name, ""), name
         assert not errors, errors
         return out
 
@@ -319,6 +457,16 @@ def _dashboard() -> dict:
         mark = time.perf_counter()
         study_page("direct_rating")
         timings["human_agreement_s"] = time.perf_counter() - mark
+        # The arena study: its ranking alone (a fresh request reads the battles and fits them),
+        # then its page's panels (the ranking and the pairs share one fit; human agreement).
+        mark = time.perf_counter()
+        ranking = tables.build("arena-ranking", TableRequest(study=studies["arena"].pk))
+        timings["arena_ranking_s"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        study_page("arena")
+        timings["arena_study_s"] = time.perf_counter() - mark
+        timings["arena_battles"] = sum(r["battles"] for r in ranking.rows) // 2
+        timings["arena_sources"] = len(ranking.rows)
         timings["leaderboard_rows"] = len(run_panels["leaderboard"].table.rows)
         timings["preference_judgements"] = pairwise["preference"].table.rows[0]["n_judgements"]
         return timings
@@ -372,6 +520,223 @@ def _export(run_name: str) -> dict:
     }
 
 
+# --- HALO diagnosis (issue #17) ---------------------------------------------------------------
+
+HALO_MODELS, HALO_PER_MODEL, HALO_PER_CHECKPOINT, HALO_RATERS, HALO_K = 10, 800, 4, 20, 2
+HALO_STUDY = "bench halo"
+
+
+def _halo_setup() -> dict:
+    """Child process: migrate and write the HALO study as annotation rows (bulk: the services'
+    locking is bench/annotation_next.py's subject). Diagnoses are drawn per model: an ability
+    sets acceptability (30–73 %), levels follow HALO's shares (L1 most), rejections lean
+    over-proactive, the second rater agrees with the first on each question four times in
+    five; effort grows with ability."""
+    _django()
+    from datetime import UTC, datetime, timedelta
+
+    import numpy as np
+    from django.core.management import call_command
+
+    from annotation.models import (
+        Answer,
+        Assignment,
+        AssignmentState,
+        Rater,
+        Study,
+        StudyItem,
+        StudyStatus,
+    )
+
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    old = Study.objects.filter(name=HALO_STUDY)
+    Answer.objects.filter(assignment__item__study__in=old).delete()
+    Assignment.objects.filter(item__study__in=old).delete()
+    old.delete()
+    rng = np.random.default_rng(17)
+    n_checkpoints = HALO_MODELS * HALO_PER_MODEL // HALO_PER_CHECKPOINT
+    ability = np.linspace(0.30, 0.73, HALO_MODELS)
+    tokens = np.linspace(3500, 6500, HALO_MODELS)
+    rounds = np.linspace(0.8, 3.0, HALO_MODELS)
+    # Each block of five checkpoints takes every model twice (two shuffles of the ten), never
+    # twice at one checkpoint: exactly 800 replies per model, pairs sharing checkpoints.
+    lineup: list[list[int]] = []
+    while len(lineup) < n_checkpoints:
+        first = list(rng.permutation(HALO_MODELS))
+        while True:
+            second = list(rng.permutation(HALO_MODELS))
+            if not set(first[8:]) & set(second[:2]):
+                break
+        slots = first + second
+        lineup += [slots[i : i + HALO_PER_CHECKPOINT] for i in range(0, 20, HALO_PER_CHECKPOINT)]
+    study = Study.objects.create(
+        name=HALO_STUDY, kind="halo", status=StudyStatus.CLOSED, overlap=HALO_K
+    )
+    raters = Rater.objects.bulk_create(
+        Rater(study=study, external_id=f"H{r:02d}") for r in range(HALO_RATERS)
+    )
+    items = StudyItem.objects.bulk_create(
+        (
+            StudyItem(
+                study=study,
+                position=c,
+                key=f"halo-{c}",
+                payload={
+                    "checkpoint": f"halo-{c}",
+                    "sources": [
+                        {
+                            "id": f"r{j + 1}",
+                            "source": f"bench-halo-{m:02d}",
+                            "unit": None,
+                            "reasoning_tokens": int(rng.normal(tokens[m], 800)),
+                            "retrieval_rounds": int(rng.poisson(rounds[m])),
+                            "suggested": {"level": "L1", "reason": "bench"},
+                        }
+                        for j, m in enumerate(models)
+                    ],
+                    "sides": [f"r{j + 1}" for j in range(len(models))],
+                },
+                required_answers=HALO_K,
+                completed_answers=HALO_K,
+            )
+            for c, models in enumerate(lineup)
+        ),
+        batch_size=1000,
+    )
+    start = datetime(2026, 6, 1, tzinfo=UTC)
+    assignments = Assignment.objects.bulk_create(
+        (
+            Assignment(
+                item=item,
+                rater=raters[(c * HALO_K + k) % HALO_RATERS],
+                state=AssignmentState.DONE,
+                display={"order": item.payload["sides"]},
+                leased_at=start,
+                lease_expires_at=start,
+                completed_at=start,
+            )
+            for c, item in enumerate(items)
+            for k in range(HALO_K)
+        ),
+        batch_size=2000,
+    )
+
+    def diagnose(m: int) -> dict:
+        level = ("L0", "L1", "L2", "L3")[rng.choice(4, p=[0.10, 0.69, 0.05, 0.16])]
+        acceptable = bool(rng.random() < ability[m])
+        reply: dict = {"level": level, "suggested": "L1", "level_changed": level != "L1"}
+        reply["acceptable"] = acceptable
+        if not acceptable:
+            if level != "L0":
+                reply["timing"] = str(
+                    rng.choice(["premature", "belated", "appropriate"], p=[0.45, 0.15, 0.4])
+                )
+                reply["intensity"] = str(
+                    rng.choice(["insufficient", "excessive", "appropriate"], p=[0.2, 0.4, 0.4])
+                )
+            reply["issues"] = {"unsupported": "No record backs it."} if rng.random() < 0.28 else {}
+        return reply
+
+    answers, n = [], 0
+    for c, models in enumerate(lineup):
+        first = [diagnose(m) for m in models]
+        for k in range(HALO_K):
+            replies = []
+            for j, m in enumerate(models):
+                mine = dict(first[j]) if k == 0 or rng.random() < 0.8 else diagnose(m)
+                replies.append({"response": f"r{j + 1}", "position": j + 1, **mine})
+            accepted = sum(r["acceptable"] for r in replies)
+            answers.append(
+                Answer(
+                    assignment=assignments[c * HALO_K + k],
+                    idempotency_key=f"bench-halo-{n}",
+                    label="all" if accepted == len(replies) else "some" if accepted else "none",
+                    details={"replies": replies},
+                    display={"order": [r["response"] for r in replies]},
+                    started_at=start,
+                    submitted_at=start + timedelta(seconds=n),
+                    received_at=start + timedelta(seconds=n),
+                    time_on_item_s=float(rng.integers(60, 900)),
+                )
+            )
+            n += 1
+    Answer.objects.bulk_create(answers, batch_size=2000)
+    return {
+        "checkpoints": len(items),
+        "answers": len(answers),
+        "judgments": sum(len(a.details["replies"]) for a in answers),
+        "setup_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def _halo_tables() -> dict:
+    """Child process: each HALO table with a fresh request (the study read included), then all
+    eight as one dashboard page (one read), then the halo raw export; warm, median of 3."""
+    _django()
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    from annotation.models import Study
+    from stats import tables
+    from stats.dashboard import dashboard_panels
+    from stats.selectors import TableRequest
+
+    study = Study.objects.get(name=HALO_STUDY)
+    names = [s.name for s in tables.all_specs() if s.name.startswith("halo-")]
+    user, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True}
+    )
+    client = APIClient(HTTP_HOST="localhost")
+    client.force_authenticate(user)
+
+    def once() -> dict:
+        timings = {}
+        for name in names:
+            mark, cpu = time.perf_counter(), time.process_time()
+            table = tables.build(name, TableRequest(study=study.pk))
+            timings[name] = time.perf_counter() - mark
+            timings[f"cpu {name}"] = time.process_time() - cpu
+            assert table.rows, name
+        mark = time.perf_counter()
+        panels = dashboard_panels(TableRequest(study=study.pk), study_kind="halo")
+        timings["all"] = time.perf_counter() - mark
+        assert not [p.error for p in panels.values() if p.error]
+        mark = time.perf_counter()
+        response = client.get(f"/api/v1/exports/halo.csv?study={study.pk}")
+        lines = sum(chunk.count(b"\r\n") for chunk in response.streaming_content)
+        timings["export"] = time.perf_counter() - mark
+        timings["export_rows"] = lines - 1
+        return timings
+
+    once()
+    runs = [once() for _ in range(3)]
+    return {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
+
+
+def _halo_report(setup: dict, timed: dict, database: str) -> str:
+    print(
+        f"\nHALO diagnosis ({database}; {setup['checkpoints']:,} checkpoints, "
+        f"{setup['answers']:,} answers, {setup['judgments']:,} per-reply judgments of "
+        f"{HALO_MODELS * HALO_PER_MODEL:,} replies, written in {setup['setup_s']} s)\n"
+    )
+    print("| HALO table (fresh request, study read included; median of 3) | seconds | CPU s |")
+    print("| --- | ---: | ---: |")
+    names = [k for k in timed if k.startswith("halo-")]
+    for name in names:
+        print(f"| {name} | {timed[name]:.3f} | {timed[f'cpu {name}']:.3f} |")
+    print(f"| all eight, as the dashboard draws them (one read) | {timed['all']:.3f} | |")
+    rows_per_s = round(timed["export_rows"] / timed["export"]) if timed["export"] else 0
+    print(
+        f"| halo raw export, CSV ({timed['export_rows']:,} rows, {rows_per_s:,} rows/s) | "
+        f"{timed['export']:.3f} | |"
+    )
+    return (
+        f"halo_max_table_s={max(timed[n] for n in names)} halo_all_tables_s={timed['all']} "
+        f"halo_judgments={setup['judgments']} halo_export_rows_per_s={rows_per_s}"
+    )
+
+
 def _child(mode: str, arg: str, env: dict) -> dict:
     result = subprocess.run(
         [sys.executable, __file__, f"--{mode}", arg],
@@ -388,11 +753,29 @@ def _child(mode: str, arg: str, env: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for flag in ("--setup", "--dashboard", "--export"):
+    for flag in ("--setup", "--dashboard", "--export", "--halo-setup", "--halo-tables"):
         parser.add_argument(flag, help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=["halo"], help="run one part alone")
     args = parser.parse_args()
     if args.setup:
         print(json.dumps(_setup(Path(args.setup))))
+        return
+    if args.halo_setup:
+        print(json.dumps(_halo_setup()))
+        return
+    if args.halo_tables:
+        print(json.dumps(_halo_tables()))
+        return
+    database = (
+        "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+    )
+    if args.only == "halo":
+        with tempfile.TemporaryDirectory(prefix="proactbench-bench-stats-") as tmp:
+            env = {**os.environ, "PROACTWEB_VAR_DIR": tmp}
+            halo = _halo_report(
+                _child("halo-setup", "1", env), _child("halo-tables", "1", env), database
+            )
+        print(f"\nRESULT {halo} database={database}")
         return
     if args.dashboard:
         print(json.dumps(_dashboard()))
@@ -412,9 +795,8 @@ def main() -> None:
         dashboard = _child("dashboard", "1", env)
         small = _child("export", "bench dashboard run", env)
         full = _child("export", "all", env)
-    database = (
-        "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
-    )
+        halo_setup = _child("halo-setup", "1", env)
+        halo_tables = _child("halo-tables", "1", env)
     print(
         f"\nStatistics benchmark ({database}; {setup['judgments']:,} judgments and "
         f"{setup['votes']:,} human answers written in {setup['setup_s']} s)\n"
@@ -442,6 +824,16 @@ def main() -> None:
             f"(beside it) direct-rating study, {N_VOTES:,} ratings: human agreement, "
             "4 rows, five 10,000-resample CIs each",
         ),
+        (
+            "arena_ranking_s",
+            f"(beside it) arena study, {N_ARENA_ITEMS * ARENA_PER_ITEM:,} answers: the "
+            f"arena-ranking table, {dashboard['arena_battles']:,} battles among "
+            f"{dashboard['arena_sources']} sources (one rater excluded), fit + 1,000 resamples",
+        ),
+        (
+            "arena_study_s",
+            "(beside it) the arena study's panels: ranking and pairs (one fit), human agreement",
+        ),
     ):
         print(f"| {label} | {dashboard[key]:.3f} |")
     print("\n| raw judgments CSV export | rows | MB | seconds | rows/s | RSS before | peak RSS |")
@@ -452,11 +844,16 @@ def main() -> None:
             f"{r['rss_before_mb']} MB | {r['peak_rss_mb']} MB |"
         )
     growth = full["peak_rss_mb"] - small["peak_rss_mb"]
+    halo = _halo_report(halo_setup, halo_tables, database)
     print(
         f"\nRESULT dashboard_s={dashboard['dashboard_s']} export_rows_per_s={full['rows_per_s']} "
         f"export_peak_rss_mb={full['peak_rss_mb']} export_rows={full['rows']} "
         f"export_rss_growth_mb={growth:.1f} all_panels_s={dashboard['all_panels_s']} "
         f"human_agreement_s={dashboard['human_agreement_s']} "
+        f"arena_ranking_s={dashboard['arena_ranking_s']} "
+        f"arena_battles={dashboard['arena_battles']} "
+        f"arena_study_s={dashboard['arena_study_s']} "
+        f"{halo} "
         f"database={database}"
     )
 

@@ -126,3 +126,98 @@ BATTLE_SWAPPED: dict[str, str] = {
     BattleWinner.TIE: BattleWinner.TIE.value,
     BattleWinner.TIE_BOTHBAD: BattleWinner.TIE_BOTHBAD.value,
 }
+
+
+# --- HALO response diagnosis (SPEC 3; seeds/004, HALO) ----------------------------------------
+# One definition of each question's answers, read by the HALO study kind, its statistics and
+# its export. The values are what an answer stores (``details.replies[*]``).
+
+
+class ActionLevel(Vocabulary):
+    """How far a reply commits (HALO's action levels), least to most."""
+
+    L0 = "L0", "L0 observe"
+    L1 = "L1", "L1 bring to attention"
+    L2 = "L2", "L2 prepare"
+    L3 = "L3", "L3 execute"
+
+
+ACTION_LEVEL_DEFINITIONS = {
+    ActionLevel.L0: "Looks, retrieves or answers, but does not intervene: nothing is raised, "
+    "prepared or done for the user.",
+    ActionLevel.L1: "Brings a need to the user's attention (a reminder, a warning, a heads-up) "
+    "without doing the underlying task.",
+    ActionLevel.L2: "Prepares the task (a draft, a plan, a filled-in form) without any external "
+    "commitment: nothing is sent, paid or booked.",
+    ActionLevel.L3: "Executes: changes the user's commitments or has an effect outside (sends, "
+    "pays, books, cancels), or says it has.",
+}
+
+# The levels in order: a level's code in the statistics' arrays (L0 = 0 … L3 = 3).
+ACTION_LEVELS = tuple(ActionLevel.values)
+
+
+class Timing(Vocabulary):
+    """When a rejected intervention (L1–L3) came, relative to the window in which it helps."""
+
+    PREMATURE = "premature", "Premature"
+    BELATED = "belated", "Belated"
+    APPROPRIATE = "appropriate", "Appropriate"
+
+
+class Intensity(Vocabulary):
+    """How far a rejected intervention (L1–L3) went, relative to what the evidence and the
+    user's authority support."""
+
+    INSUFFICIENT = "insufficient", "Insufficient"
+    EXCESSIVE = "excessive", "Excessive"
+    APPROPRIATE = "appropriate", "Appropriate"
+
+
+TIMING_DEFINITIONS = {
+    Timing.PREMATURE: "Before the window in which it would help: too early to act on.",
+    Timing.BELATED: "After the useful window: the moment to help has passed.",
+    Timing.APPROPRIATE: "Within the useful window.",
+}
+INTENSITY_DEFINITIONS = {
+    Intensity.INSUFFICIENT: "Does too little to help: the need stays largely unmet.",
+    Intensity.EXCESSIVE: "Goes beyond what the evidence supports or the user has authorised.",
+    Intensity.APPROPRIATE: "Goes as far as the situation calls for.",
+}
+TIMINGS = tuple(Timing.values)
+INTENSITIES = tuple(Intensity.values)
+
+
+class OtherIssue(Vocabulary):
+    """HALO's optional "other issues" of a rejected reply; each one flagged needs a note."""
+
+    UNSUPPORTED = "unsupported", "Unsupported by evidence"
+    IRRELEVANT = "irrelevant", "Irrelevant action"
+    CONTRADICTION = "contradiction", "Factual contradiction"
+
+
+OTHER_ISSUES = tuple(OtherIssue.values)
+
+
+class Restraint(Vocabulary):
+    """What an L0 reply is, derived from its verdict (never asked): HALO tells wrong inaction
+    from right restraint."""
+
+    INACTION = "inaction", "Inaction"
+    JUSTIFIED = "justified_restraint", "Justified restraint"
+
+
+def restraint_of(level: str, acceptable: bool) -> str:
+    """``Restraint`` of an L0 reply (rejected: inaction; accepted: justified restraint); "" for
+    an intervention (L1–L3)."""
+    if level != ActionLevel.L0:
+        return ""
+    return Restraint.JUSTIFIED.value if acceptable else Restraint.INACTION.value
+
+
+# HALO's headline split of rejected replies. A rejected reply is over-proactive when it was
+# premature or excessive, under-proactive when it was belated, insufficient or an inaction; the
+# two are not exclusive (premature and insufficient is both) and both may be false (a reply
+# rejected only for other issues, its timing and intensity appropriate).
+OVER_PROACTIVE = (Timing.PREMATURE.value, Intensity.EXCESSIVE.value)
+UNDER_PROACTIVE = (Timing.BELATED.value, Intensity.INSUFFICIENT.value, Restraint.INACTION.value)

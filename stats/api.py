@@ -29,7 +29,8 @@ from annotation.models import Study
 from benchmark.models import Condition, EvaluationRun
 from core.roles import is_staff_like
 from stats import exports, selectors, tables
-from stats.compute.resampling import DEFAULT_SEED
+from stats.compute.bradley_terry import TIE_RULES
+from stats.compute.resampling import BATTLE_RESAMPLES, BATTLE_RESAMPLES_RANGE, DEFAULT_SEED
 
 
 class IsStaffLike(BasePermission):
@@ -100,6 +101,34 @@ class TableQuerySerializer(serializers.Serializer):
         help_text="Preference table's item-clustered bootstrap: the app's seeded stream, or the "
         "release's (numpy.random.default_rng(seed), items in file order).",
     )
+    battles = serializers.CharField(
+        required=False,
+        default="study",
+        help_text="Ranking tables (arena-ranking, arena-pairs): where the battles come from — "
+        + ", ".join(selectors.BATTLE_SOURCES)
+        + " (the live answers of the arena or pairwise study named by study).",
+    )
+    ties = serializers.ChoiceField(
+        choices=list(TIE_RULES),
+        required=False,
+        default="half",
+        help_text="Ranking tables: a tie (tie or tie (bothbad)) counts as half a win to each "
+        "side (half), or ties are left out (exclude).",
+    )
+    anchor = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="Ranking tables: the source whose rating is fixed at 1000 (default: none, "
+        "the mean rating is 1000).",
+    )
+    resamples = serializers.IntegerField(
+        required=False,
+        default=BATTLE_RESAMPLES,
+        min_value=BATTLE_RESAMPLES_RANGE[0],
+        max_value=BATTLE_RESAMPLES_RANGE[1],
+        help_text="Ranking tables: bootstrap resamples of the battles behind the 95% CIs.",
+    )
     seed = serializers.IntegerField(
         required=False,
         default=DEFAULT_SEED,
@@ -126,6 +155,10 @@ class TableQuerySerializer(serializers.Serializer):
             seed=data["seed"],
             majority=data["majority"],
             stream=data["stream"],
+            battles=data["battles"],
+            ties=data["ties"],
+            anchor=data["anchor"],
+            resamples=data["resamples"],
         )
 
 

@@ -2,14 +2,15 @@
 ``templates/components/svg_chart.html`` (so every label is escaped by the template engine).
 Nothing is fetched from anywhere at run time.
 
-A ``Chart`` is a list of shapes in a fixed-size view box; the builders below make the four
+A ``Chart`` is a list of shapes in a fixed-size view box; the builders below make the six
 kinds the dashboard uses: CI bars (leaderboard, preference), grouped CI bars (phase breakdown),
-stacked shares (failure modes) and a scatter with CI whiskers (style sensitivity).
+stacked shares (failure modes), a scatter with CI whiskers (style sensitivity), intervals on
+the data's own scale (the arena's ratings) and a heatmap of shares (the arena's win rates).
 
 Every mark carries its value as a ``<title>`` (the browser's tooltip on hover, read out by
-screen readers): a bar, its CI whiskers and its value label, a share, a point. A row of bars
-also gets an invisible ``hit`` rectangle across the whole row with the same title, so that a
-bar too thin to point at still shows its value.
+screen readers): a bar, its CI whiskers and its value label, a share, a point, a cell. A row of
+bars or intervals also gets an invisible ``hit`` rectangle across the whole row with the same
+title, so that a mark too thin to point at still shows its value.
 """
 
 from __future__ import annotations
@@ -287,4 +288,122 @@ def scatter(
             anchor="end" if right_half else "start",
             title=title,
         )
+    return chart
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round tick values (steps of 1, 2 or 5 × a power of ten) covering
+    [low, high]."""
+    if not high > low:
+        low, high = low - 1, high + 1
+    raw = (high - low) / max(count - 1, 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.floor(low / step) * step
+    return [first + k * step for k in range(math.ceil((high - first) / step) + 1)]
+
+
+def intervals(
+    rows: list[tuple[str, float, float, float, str]],
+    *,
+    title: str,
+    reference: float | None = None,
+    digits: int = 0,
+) -> Chart:
+    """One row per entry (label, value, CI low, CI high, detail): a point at the value with
+    whiskers for the CI, on an axis spanning the data (not 0–100 %), an optional dashed
+    reference line; the point's tooltip holds the value, the interval and the detail."""
+    plot_w = WIDTH - LABEL_W - RIGHT_PAD
+    height = TOP + ROW_H * len(rows) + 10
+    chart = Chart(title, WIDTH, height)
+    values = [v for _, value, low, high, _ in rows for v in (value, low, high) if _ok(v)]
+    if reference is not None:
+        values.append(reference)
+    ticks = nice_ticks(min(values), max(values)) if values else [0.0, 1.0]
+    x_min, x_max = ticks[0], ticks[-1]
+
+    def sx(x: float) -> float:
+        return LABEL_W + (x - x_min) / (x_max - x_min) * plot_w
+
+    for tick in ticks:
+        chart.add("line", x=sx(tick), y=TOP, x2=sx(tick), y2=height - 8, css="grid")
+        chart.add("text", x=sx(tick), y=TOP - 6, text=f"{tick:g}", css="tick", anchor="middle")
+    if reference is not None:
+        x = sx(reference)
+        chart.add("line", x=x, y=TOP - 2, x2=x, y2=height - 8, css="reference")
+    for i, (label, value, low, high, detail) in enumerate(rows):
+        y = TOP + i * ROW_H
+        cy = y + ROW_H / 2
+        if not _ok(value):
+            chart.add("text", x=LABEL_W - 8, y=y + TEXT_DY, text=label, css="label", anchor="end")
+            chart.add("text", x=LABEL_W + 4, y=y + TEXT_DY, text="no data", css="tick")
+            continue
+        shown = f"{value:.{digits}f}"
+        interval = f" [{low:.{digits}f}, {high:.{digits}f}]" if _ok(low) and _ok(high) else ""
+        title = f"{label}: {shown}{interval}" + (f" · {detail}" if detail else "")
+        chart.add("hit", x=0, y=y, w=WIDTH, h=ROW_H, title=title)
+        chart.add(
+            "text", x=LABEL_W - 8, y=y + TEXT_DY, text=label, css="label", anchor="end", title=title
+        )
+        if _ok(low) and _ok(high):
+            chart.add("line", x=sx(low), y=cy, x2=sx(high), y2=cy, css="whisker", title=title)
+            for x in (sx(low), sx(high)):
+                chart.add("line", x=x, y=cy - 5, x2=x, y2=cy + 5, css="whisker", title=title)
+        chart.add("circle", x=sx(value), y=cy, r=5, css="point", title=title)
+        chart.add(
+            "text", x=LABEL_W + plot_w + 6, y=y + TEXT_DY, text=shown, css="value", title=title
+        )
+    return chart
+
+
+HEAT_STEPS = 10  # a share's colour class: heat-0 (0 %) … heat-10 (100 %), in 10 % steps
+HEAT_CELL = 40  # the largest cell side; more labels make the cells smaller
+
+
+def heatmap(
+    labels: list[str],
+    cells: dict[tuple[int, int], tuple[float, str]],
+    *,
+    title: str,
+) -> Chart:
+    """A square matrix of shares: row i, column j coloured by ``cells[(i, j)]``'s share (0–1)
+    with its percentage written in the cell when it fits, and the cell's tooltip. Rows are
+    labelled ``n. label``, columns by ``n``; the diagonal and cells not given are blank."""
+    size = len(labels)
+    cell = min(HEAT_CELL, (WIDTH - LABEL_W - 10) / max(size, 1))
+    height = TOP + cell * size + 10
+    legend = [("heat-0", "0 %"), ("heat-5", "50 %"), (f"heat-{HEAT_STEPS}", "100 %")]
+    chart = Chart(title, WIDTH, int(math.ceil(height)), legend=legend)
+    for j in range(size):
+        x = LABEL_W + j * cell + cell / 2
+        chart.add("text", x=x, y=TOP - 6, text=str(j + 1), css="tick", anchor="middle")
+    for i, label in enumerate(labels):
+        y = TOP + i * cell
+        chart.add(
+            "text",
+            x=LABEL_W - 8,
+            y=y + cell / 2 + 4,
+            text=f"{i + 1}. {label}",
+            css="label",
+            anchor="end",
+        )
+        for j in range(size):
+            x = LABEL_W + j * cell
+            share, tooltip = cells.get((i, j), (math.nan, ""))
+            if i == j or not _ok(share):
+                css = "heat-self" if i == j else "heat-none"
+                chart.add("rect", x=x, y=y, w=cell - 1, h=cell - 1, css=css, title=tooltip)
+                continue
+            step = round(min(max(share, 0.0), 1.0) * HEAT_STEPS)
+            chart.add("rect", x=x, y=y, w=cell - 1, h=cell - 1, css=f"heat-{step}", title=tooltip)
+            if cell >= 28:  # room for "100%"
+                chart.add(
+                    "text",
+                    x=x + cell / 2,
+                    y=y + cell / 2 + 4,
+                    text=f"{100 * share:.0f}%",
+                    css="cell-value",
+                    anchor="middle",
+                    title=tooltip,
+                )
     return chart

@@ -121,6 +121,8 @@ def _query(request: selectors.TableRequest) -> dict[str, str | int]:
             query["include_excluded"] = "true"
     if request.majority != "drop":
         query["majority"] = request.majority
+    if request.ties != "half":
+        query["ties"] = request.ties
     return query
 
 

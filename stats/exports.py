@@ -31,11 +31,18 @@ from django.db.models import Exists, OuterRef
 
 from annotation import kinds
 from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS, DialogueAudit
+from annotation.kinds.halo import HaloDiagnosis
 from annotation.models import Answer, RetractionReason, Study
 from annotation.selectors import study_battles
 from annotation.services.battles import BATTLE_FIELDS, battle_record
 from benchmark.models import Judgment
-from benchmark.vocabulary import VERDICT_SCORES
+from benchmark.vocabulary import (
+    OTHER_ISSUES,
+    OVER_PROACTIVE,
+    UNDER_PROACTIVE,
+    VERDICT_SCORES,
+    restraint_of,
+)
 from stats.tables import Column, Table
 
 CHUNK_ROWS = 500
@@ -160,7 +167,8 @@ RAW_EXPORTS: dict[str, RawExport] = {}
 
 def register_raw_export(export: RawExport) -> None:
     """Add a raw export; the API and the dashboard's links pick it up from here (its columns
-    belong in docs/exports.md). ``judgments``, ``votes`` and ``audits`` are registered below:
+    belong in docs/exports.md). ``judgments``, ``votes``, ``audits`` and ``halo`` are registered
+    below:
     the annotation app's exports live on this side because the statistics app may read the
     annotation app, never the other way round."""
     if export.name in RAW_EXPORTS:
@@ -576,5 +584,126 @@ register_raw_export(
         rows=battle_rows,
         filters=("study",),
         check=battle_check,
+    )
+)
+
+
+# --- HALO diagnoses (issue #17) ---------------------------------------------------------------
+
+HALO_COLUMNS = (
+    _c("answer_id", "int", "The answer (one per annotator per checkpoint)."),
+    _c("study_id", "int", "The HALO diagnosis study."),
+    _c("study_name", "str", "The study's name."),
+    _c("item_id", "int", "The study item (the checkpoint)."),
+    _c(
+        "checkpoint",
+        "str",
+        "The checkpoint's key: its imported checkpoint_id, or "
+        "`unique_id_eval#t<turn>#<condition>` when made from a run.",
+    ),
+    _c("is_gold", "bool", "A gold checkpoint (a quality check)."),
+    _c("rater_id", "int", "The rater: one per person per study."),
+    _c("annotator", "str", "The rater's username."),
+    _c("rater_excluded", "bool", "The study excludes this rater from statistics (now)."),
+    _c("response", "str", "The reply at its checkpoint (r1, r2, … in the checkpoint's order)."),
+    _c("position", "int", "Where the annotator saw it: Reply 1, 2, …"),
+    _c("source", "str", "The reply's source (a model's handle)."),
+    _c("unit_id", "int", "The reply's evaluation unit (made from a run), else empty."),
+    _c("reasoning_tokens", "int", "The reply's reasoning tokens, where recorded."),
+    _c("retrieval_rounds", "int", "The reply's retrieval rounds, where recorded."),
+    _c("level", "str", "The action level the annotator settled on: L0, L1, L2 or L3."),
+    _c("level_suggested", "str", "The pre-filled level (empty: none was inferred)."),
+    _c("level_changed", "bool", "The annotator changed the pre-filled level."),
+    _c("acceptable", "bool", "The annotator accepted the reply."),
+    _c("restraint", "str", "L0 only, derived: inaction (rejected) or justified_restraint."),
+    _c("timing", "str", "Rejected L1-L3: premature, belated or appropriate; else empty."),
+    _c("intensity", "str", "Rejected L1-L3: insufficient, excessive or appropriate; else empty."),
+    _c("over_proactive", "bool", "Rejected and premature or excessive."),
+    _c("under_proactive", "bool", "Rejected and belated, insufficient or an inaction."),
+    *(
+        column
+        for issue in OTHER_ISSUES
+        for column in (
+            _c(f"issue_{issue}", "bool", f"Other issue flagged: {issue} (rejected replies)."),
+            _c(f"issue_{issue}_note", "str", f"The note on {issue}."),
+        )
+    ),
+    _c("note", "str", "The annotator's note on the checkpoint."),
+    _c("time_on_item_s", "float", "Seconds on the checkpoint (all its replies)."),
+    _c("submitted_at", "str", "When the answer was submitted (ISO 8601, UTC)."),
+    _c("retracted", "bool", "Withdrawn (see retraction_reason): it counts in no statistic."),
+    _c("retraction_reason", "str", "undo, or lapsed (arrived after the item went to another)."),
+)
+
+
+def halo_rows(filters: dict[str, Any]) -> Iterator[tuple]:
+    """One row per reply per answer: every answer of a HALO study, with each reply's fields."""
+    values = (
+        _answers(filters)
+        .filter(assignment__item__study__kind=HaloDiagnosis.key)
+        .values_list(
+            "id",
+            "assignment__item__study_id",
+            "assignment__item__study__name",
+            "assignment__item_id",
+            "assignment__item__key",
+            "assignment__item__is_gold",
+            "assignment__rater_id",
+            "assignment__rater__user__username",
+            "assignment__rater__external_id",
+            "assignment__rater__excluded",
+            "assignment__item__payload__sources",
+            "details",
+            "note",
+            "time_on_item_s",
+            "submitted_at",
+            "retracted_at",
+            "retraction_reason",
+        )
+    )
+    for row in values.iterator(chunk_size=DB_CHUNK):
+        sources = {s["id"]: s for s in row[10] or []}
+        for reply in (row[11] or {}).get("replies") or []:
+            source = sources.get(reply.get("response")) or {}
+            level, acceptable = reply.get("level", ""), bool(reply.get("acceptable"))
+            restraint = restraint_of(level, acceptable)
+            found = {reply.get("timing"), reply.get("intensity"), restraint} - {None, ""}
+            issues = reply.get("issues") or {}
+            yield (
+                *row[:7],
+                row[7] or row[8],
+                row[9],
+                reply.get("response", ""),
+                reply.get("position"),
+                source.get("source", ""),
+                source.get("unit"),
+                source.get("reasoning_tokens"),
+                source.get("retrieval_rounds"),
+                level,
+                reply.get("suggested", ""),
+                reply.get("level_changed"),
+                acceptable,
+                restraint,
+                reply.get("timing", ""),
+                reply.get("intensity", ""),
+                not acceptable and bool(found & set(OVER_PROACTIVE)),
+                not acceptable and bool(found & set(UNDER_PROACTIVE)),
+                *(v for issue in OTHER_ISSUES for v in (issue in issues, issues.get(issue, ""))),
+                row[12],
+                row[13],
+                row[14],
+                row[15] is not None,
+                row[16],
+            )
+
+
+register_raw_export(
+    RawExport(
+        name="halo",
+        description="Every HALO diagnosis: one row per reply per answer, with its level, "
+        "verdict, timing, intensity, other issues, source and effort.",
+        columns=HALO_COLUMNS,
+        rows=halo_rows,
+        filters=("run", "study"),
     )
 )

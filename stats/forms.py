@@ -35,6 +35,12 @@ class DashboardFilterForm(forms.Form):
         label="Majority label",
     )
 
+    ties = forms.ChoiceField(
+        choices=[("half", "Ties: half a win each"), ("exclude", "Ties left out")],
+        required=False,
+        label="Arena ties",
+    )
+
     def __init__(self, data=None, **kwargs):
         super().__init__(data, **kwargs)
         self.selected_run = self._selected_run(data)
@@ -76,6 +82,7 @@ class DashboardFilterForm(forms.Form):
             study=self.selected_study.pk if self.selected_study else None,
             include_excluded=bool(cleaned.get("include_excluded")),
             majority=cleaned.get("majority") or "drop",
+            ties=cleaned.get("ties") or "half",
         )
 
 

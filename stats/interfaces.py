@@ -12,17 +12,27 @@ layout here, small and explicit, is what lets both sources share every computati
 - ``FailureModeLabels`` — one failure-mode category per failed reply.
 - ``Battles`` — pairwise battles between reply sources (the arena, LLM pairwise judges, the
   public Chatbot Arena battle format): one entry per battle, for the Bradley–Terry ranking.
+- ``HaloJudgments`` — HALO diagnoses: one entry per reply per annotator.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER, BattleWinner
+from benchmark.vocabulary import (
+    ACTION_LEVELS,
+    FAILURE_MODES,
+    INTENSITIES,
+    OTHER_ISSUES,
+    TIMINGS,
+    VERDICT_ORDER,
+    BattleWinner,
+)
 
 INJECTED, VANILLA, TIE = "injected", "vanilla", "tie"
 CHOICES = (INJECTED, VANILLA, TIE)
@@ -306,6 +316,40 @@ class Battles:
             b_codes[part] = renumber[b_codes[part]]
         return cls(sources=tuple(sources), a=a_codes, b=b_codes, outcome=_int_array(outcome))
 
+    @classmethod
+    def from_counts(cls, records: Iterable[tuple[str, str, str, int]]) -> Battles:
+        """Build from ``(source_a, source_b, winner, count)`` rows, each standing for ``count``
+        identical battles (a database's ``GROUP BY``): the same structure as ``from_records``
+        given every battle, each row's ``count`` copies side by side. Rows are checked as
+        ``from_records`` checks them; a count that is not a positive integer raises a
+        ValueError naming the row (1-based)."""
+        counts = array("q")
+
+        def battles() -> Iterator[tuple[str, str, str]]:
+            for row, record in enumerate(records, start=1):
+                try:
+                    *battle, count = record
+                except (TypeError, ValueError):
+                    battle, count = [], None
+                if len(battle) != 3:
+                    raise ValueError(
+                        f"row {row}: expected (source_a, source_b, winner, count), got {record!r}"
+                    )
+                # bool is an int; True battles are not a count.
+                if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                    raise ValueError(f"row {row}: count {count!r} is not a positive integer")
+                counts.append(count)
+                yield battle[0], battle[1], battle[2]
+
+        distinct = cls.from_records(battles())
+        repeats = _int_array(counts)
+        return cls(
+            sources=distinct.sources,
+            a=np.repeat(distinct.a, repeats),
+            b=np.repeat(distinct.b, repeats),
+            outcome=np.repeat(distinct.outcome, repeats),
+        )
+
 
 def _int_array(values: array) -> np.ndarray:
     """The typed array's buffer as a NumPy array of the same item size, without a copy
@@ -314,3 +358,111 @@ def _int_array(values: array) -> np.ndarray:
     if not values:
         return np.empty(0, dtype=dtype)
     return np.frombuffer(values, dtype=dtype)
+
+
+# --- HALO diagnoses ---------------------------------------------------------------------------
+
+
+class HaloJudgment(NamedTuple):
+    """One annotator's diagnosis of one reply at a checkpoint. ``timing`` and ``intensity`` are
+    "" where they were not asked (an accepted reply, an L0), ``issues`` the other issues
+    flagged; effort is the reply's own (None: not recorded). A named tuple: a study's read
+    makes one per reply per annotator, tens of thousands."""
+
+    checkpoint: str
+    response: str  # the reply at its checkpoint (its response id there)
+    rater: str
+    model: str  # the reply's source
+    level: str  # one of ACTION_LEVELS
+    acceptable: bool
+    timing: str = ""
+    intensity: str = ""
+    issues: frozenset[str] = frozenset()
+    suggested: str = ""  # the pre-filled level, "" if none
+    reasoning_tokens: int | None = None
+    retrieval_rounds: int | None = None
+
+
+_LEVEL = {level: code for code, level in enumerate(ACTION_LEVELS)}
+_TIMING = {"": -1, **{timing: code for code, timing in enumerate(TIMINGS)}}
+_INTENSITY = {"": -1, **{intensity: code for code, intensity in enumerate(INTENSITIES)}}
+_SUGGESTED = {"": -1, **_LEVEL}
+
+
+@dataclass(frozen=True)
+class HaloJudgments:
+    """Aligned arrays, one entry per judgment. ``checkpoint`` and ``reply`` are integer codes
+    (in order of first appearance; a reply is a response at a checkpoint, so its several
+    judgments share its code); ``rater`` and ``model`` names. Codes index the vocabularies:
+    ``level`` 0–3 (``ACTION_LEVELS``), ``timing`` / ``intensity`` 0–2 (``TIMINGS``,
+    ``INTENSITIES``) or -1 where not asked, ``suggested`` -1 where nothing was pre-filled;
+    ``issues[:, j]`` whether ``OTHER_ISSUES[j]`` was flagged; effort NaN where not recorded."""
+
+    checkpoint: np.ndarray
+    reply: np.ndarray
+    rater: np.ndarray
+    model: np.ndarray
+    level: np.ndarray
+    acceptable: np.ndarray
+    timing: np.ndarray
+    intensity: np.ndarray
+    issues: np.ndarray
+    suggested: np.ndarray
+    reasoning_tokens: np.ndarray
+    retrieval_rounds: np.ndarray
+
+    @classmethod
+    def from_records(cls, records: Iterable[HaloJudgment]) -> HaloJudgments:
+        """Unknown levels, timings, intensities or issues are an error. One pass (a study's
+        read builds tens of thousands of these)."""
+        checkpoints: dict[str, int] = {}
+        replies: dict[tuple[str, str], int] = {}
+        columns: tuple[list, ...] = tuple([] for _ in range(11))
+        (checkpoint, reply, rater, model, level, acceptable, timing, intensity, issues,
+         suggested, effort) = columns  # fmt: skip
+        known_issues = set(OTHER_ISSUES)
+        for r in records:
+            try:
+                codes = (_LEVEL[r.level], _TIMING[r.timing], _INTENSITY[r.intensity])
+                prefill = _SUGGESTED[r.suggested]
+            except KeyError:
+                raise ValueError(f"not a HALO diagnosis: {r}") from None
+            if not r.issues <= known_issues:
+                raise ValueError(f"not a HALO diagnosis: {r}")
+            checkpoint.append(checkpoints.setdefault(r.checkpoint, len(checkpoints)))
+            reply.append(replies.setdefault((r.checkpoint, r.response), len(replies)))
+            rater.append(r.rater)
+            model.append(r.model)
+            level.append(codes[0])
+            timing.append(codes[1])
+            intensity.append(codes[2])
+            acceptable.append(r.acceptable)
+            issues.append([issue in r.issues for issue in OTHER_ISSUES])
+            suggested.append(prefill)
+            effort.append(
+                (
+                    np.nan if r.reasoning_tokens is None else r.reasoning_tokens,
+                    np.nan if r.retrieval_rounds is None else r.retrieval_rounds,
+                )
+            )
+        n = len(checkpoint)
+        efforts = np.array(effort, dtype=float).reshape(n, 2)
+        return cls(
+            checkpoint=np.array(checkpoint, dtype=np.int64),
+            reply=np.array(reply, dtype=np.int64),
+            rater=np.array(rater, dtype=object),
+            model=np.array(model, dtype=object),
+            level=np.array(level, dtype=np.int64),
+            acceptable=np.array(acceptable, dtype=bool),
+            timing=np.array(timing, dtype=np.int64),
+            intensity=np.array(intensity, dtype=np.int64),
+            issues=np.array(issues, dtype=bool).reshape(n, len(OTHER_ISSUES)),
+            suggested=np.array(suggested, dtype=np.int64),
+            reasoning_tokens=efforts[:, 0],
+            retrieval_rounds=efforts[:, 1],
+        )
+
+    def subset(self, mask: np.ndarray) -> HaloJudgments:
+        return HaloJudgments(
+            **{name: getattr(self, name)[mask] for name in self.__dataclass_fields__}
+        )

@@ -15,13 +15,17 @@ or the official release's human-eval files (``stats.release_files``).
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from django.db.models import Q
 
+from annotation.kinds.selection import source_label
 from annotation.models import Study
 from benchmark.models import (
     Anchor,
@@ -36,6 +40,9 @@ from benchmark.models import (
     JudgmentRepeat,
     JudgmentState,
     ModelEndpoint,
+    PairOrder,
+    PairwiseComparison,
+    PairwiseJudgment,
     RunStatus,
     Trigger,
     TriggerType,
@@ -43,10 +50,14 @@ from benchmark.models import (
 from benchmark.vocabulary import FAILURE_MODES, VERDICT_CODES, VERDICT_ORDER
 from stats import release_files, studies
 from stats.compute import agreement
-from stats.compute.resampling import DEFAULT_SEED
+from stats.compute.pairwise_consistency import ERROR, NOT_ASKED
+from stats.compute.resampling import BATTLE_RESAMPLES, DEFAULT_SEED
 from stats.interfaces import (
+    BATTLE_OUTCOME_CODES,
+    Battles,
     FailureModeLabel,
     FailureModeLabels,
+    HaloJudgments,
     LabelMatrix,
     PreferenceJudgements,
 )
@@ -99,6 +110,14 @@ class TableRequest:
     # The preference table's item-clustered bootstrap: the app's seeded, order-independent
     # stream, or the release's (``preference.release_stream_interval``).
     stream: Literal["app", "release"] = "app"
+    # The ranking tables (arena-ranking, arena-pairs): where their battles come from
+    # (``BATTLE_SOURCES``, read by ``battles_for``), the tie rule (``bradley_terry.TIE_RULES``),
+    # the source whose rating is fixed at the base ("" for none: the mean is) and the
+    # bootstrap's resamples (``BATTLE_RESAMPLES_RANGE``).
+    battles: str = "study"
+    ties: str = "half"
+    anchor: str = ""
+    resamples: int = BATTLE_RESAMPLES
     # What the tables of one request share (the run's replies; the study and its answers),
     # fetched once however many of them are drawn.
     cache: dict = field(default_factory=dict, compare=False, repr=False)
@@ -111,6 +130,14 @@ class TableRequest:
             out["majority"] = self.majority
         if self.stream != "app":
             out["stream"] = self.stream
+        if self.battles != "study":
+            out["battles"] = self.battles
+        if self.ties != "half":
+            out["ties"] = self.ties
+        if self.anchor:
+            out["anchor"] = self.anchor
+        if self.resamples != BATTLE_RESAMPLES:
+            out["resamples"] = self.resamples
         if self.run is not None:
             out.update(run=self.run.pk, verdicts=self.verdicts.label, condition=str(self.condition))
         if self.study is not None:
@@ -477,6 +504,59 @@ def failure_mode_labels_for(
     )
 
 
+# --- Battles, for the ranking tables -----------------------------------------------------------
+
+BATTLE_SOURCES = ("study",)
+"""Where the ranking tables' battles come from (``TableRequest.battles``; ``battles_for``):
+``study`` — the live answers of the request's arena or pairwise study. The next source (e.g. an
+LLM pairwise judge's verdicts on a run) is one more name here and one more branch in
+``battles_for``."""
+
+NO_BATTLES = (
+    "the {table} table reads a human study: choose one whose answers are battles, {kinds} "
+    "(study=ID / --study ID; staff see every study at /annotate/studies/)"
+)
+
+
+def battles_for(request: TableRequest, *, table: str) -> tuple[Battles, list[str]]:
+    """The battles ``table`` ranks, from the request's battle source (``BATTLE_SOURCES``), and
+    notes for the table; read once however many tables of the request rank them."""
+    if request.battles == "study":
+        if request.study is None:
+            kinds = " or ".join(label.lower() for label in studies.kinds_reading(table))
+            raise StatsInputError(NO_BATTLES.format(table=table, kinds=kinds))
+        cache = request.cache.setdefault("study", {})
+        study = study_for_table(study_id=request.study, table=table, cache=cache)
+        key = ("battles", request.include_excluded)
+        if key not in cache:
+            cache[key] = studies.battles(study, include_excluded=request.include_excluded)
+        return cache[key]
+    raise StatsInputError(
+        f"battles is {' or '.join(BATTLE_SOURCES)} (where the battles come from), not "
+        f"{request.battles!r}"
+    )
+
+
+# --- HALO diagnoses --------------------------------------------------------------------------
+
+
+def halo_judgments_for(request: TableRequest, *, table: str) -> tuple[HaloJudgments, list[str]]:
+    """The request's HALO study's diagnoses (``studies.halo_judgments``), read once however many
+    of the HALO tables the request draws, and notes."""
+    if request.study is None:
+        raise StatsInputError(
+            f"the {table} table reads a human study: choose one, a HALO diagnosis study "
+            "(study=ID / --study ID; staff see every study at /annotate/studies/)"
+        )
+    cache = request.cache.setdefault("study", {})
+    study = study_for_table(study_id=request.study, table=table, cache=cache)
+    key = ("halo", request.include_excluded)
+    if key not in cache:
+        cache[key] = studies.halo_judgments(study, include_excluded=request.include_excluded)
+    judgments, notes = cache[key]
+    return judgments, list(notes)
+
+
 # --- A judge's repeats -----------------------------------------------------------------------
 
 
@@ -522,6 +602,150 @@ def judge_epochs_for(request: TableRequest) -> list[JudgeEpochs]:
         trigger_type = np.array([types[u] for u in unit_ids], dtype=object)
         out.append(JudgeEpochs(judge, epochs, trigger_type))
     return out
+
+
+# --- LLM pairwise judges ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairwiseVerdicts:
+    """One pairwise judge's verdicts on the comparisons it judged: ``ab[i]`` / ``ba[i]`` the
+    winner code (``interfaces.BATTLE_OUTCOME_CODES``) of comparison ``comparison_id[i]`` with
+    side A / side B shown first, ``NOT_ASKED`` or ``ERROR`` (a judge_error) where none."""
+
+    judge: str
+    comparison_id: np.ndarray
+    ab: np.ndarray
+    ba: np.ndarray
+
+
+def pairwise_verdicts_for(request: TableRequest) -> list[PairwiseVerdicts]:
+    """Every pairwise judge's verdicts on the request's run, by judge name: every comparison of
+    the run, whatever its condition(s). One query."""
+    run = require_run(request)
+    rows = PairwiseJudgment.objects.filter(comparison__run=run).values_list(
+        "judge_name", "comparison_id", "order", "state", "winner"
+    )
+    cells: dict[str, dict[int, list[int]]] = {}
+    for judge, comparison_id, order, state, winner in rows:
+        pair = cells.setdefault(judge, {}).setdefault(comparison_id, [NOT_ASKED, NOT_ASKED])
+        code = BATTLE_OUTCOME_CODES[winner] if state == JudgmentState.DONE else ERROR
+        pair[0 if order == PairOrder.AB else 1] = code
+    out = []
+    for judge in sorted(cells):
+        ids = sorted(cells[judge])
+        codes = np.array([cells[judge][i] for i in ids], dtype=np.int64).reshape(len(ids), 2)
+        out.append(PairwiseVerdicts(judge, np.array(ids, dtype=np.int64), codes[:, 0], codes[:, 1]))
+    return out
+
+
+@dataclass(frozen=True)
+class PairwiseBattle:
+    """One comparison on which a pairwise judge gave the same verdict in both orders, as a
+    battle: its fields are named as the human studies' battles name theirs
+    (``source_a`` / ``source_b`` / ``winner``, a ``BattleWinner`` value for side A against side
+    B), so that the ranking tables read both alike. ``judge`` is ``"judge:<name>"``;
+    ``item_key`` ``<unique_id_eval>#t<turn>[#s<sample>]``; ``tstamp`` the later of the two
+    verdicts, in Unix seconds."""
+
+    item_key: str
+    question_id: str
+    turn: int
+    judge: str
+    source_a: str
+    source_b: str
+    winner: str
+    tstamp: float
+
+
+PAIRWISE_BATTLE_CHUNK = 2000
+
+
+def run_pairwise_judge_names(run: EvaluationRun) -> list[str]:
+    """The run's pairwise judges by name: its configured ones and every name in its pairwise
+    verdicts (one query)."""
+    configured = run.pairwise_judges.order_by().values_list("name", flat=True)
+    judged = (
+        PairwiseJudgment.objects.filter(comparison__run=run)
+        .order_by()
+        .values_list("judge_name", flat=True)
+    )
+    return sorted(set(judged.union(configured)))
+
+
+def run_pairwise_battles(
+    *, run: EvaluationRun, judge: str, skipped: Counter | None = None
+) -> Iterator[PairwiseBattle]:
+    """The consistent verdicts of pairwise judge ``judge`` on ``run``'s comparisons, as battles,
+    streamed in comparison order (rows read in chunks, so memory does not grow with the run).
+    A comparison whose verdict flips with the order is no battle: it is counted in
+    ``skipped["inconsistent"]``, as are ``skipped["one order only"]`` (a verdict in one order,
+    the other not given yet) and ``skipped["judge error"]`` — the caller reports them. Source
+    labels (``annotation.kinds.selection.source_label``, as the human studies' battles spell
+    them) gain the condition when the run's comparisons span conditions. Raises
+    ``StatsInputError`` (at once, before any row is read) for a judge the run does not have."""
+    names = run_pairwise_judge_names(run)
+    if judge not in names:
+        raise StatsInputError(
+            f"run {run.pk} has no pairwise judge {judge!r} (its pairwise judges: "
+            f"{', '.join(names) or 'none'}: judge_pairs adds one)"
+        )
+    conditions: set[str] = set()
+    for pair in (
+        PairwiseComparison.objects.filter(run=run)
+        .values_list("unit_a__condition", "unit_b__condition")
+        .distinct()
+    ):
+        conditions.update(pair)
+    return _pairwise_battles(
+        run, judge, len(conditions) > 1, Counter() if skipped is None else skipped
+    )
+
+
+def _pairwise_battles(
+    run: EvaluationRun, judge: str, with_condition: bool, skipped: Counter
+) -> Iterator[PairwiseBattle]:
+    rows = (
+        PairwiseJudgment.objects.filter(comparison__run=run, judge_name=judge)
+        .order_by("comparison_id", "order")
+        .values_list(
+            "comparison_id",
+            "state",
+            "winner",
+            "created_at",
+            "comparison__trigger__turn__dialogue__unique_id_eval",
+            "comparison__trigger__turn__index",
+            "comparison__unit_a__sample_index",
+            "comparison__unit_a__endpoint__name",
+            "comparison__unit_a__condition",
+            "comparison__unit_b__endpoint__name",
+            "comparison__unit_b__condition",
+        )
+    )
+    for _, group in groupby(rows.iterator(chunk_size=PAIRWISE_BATTLE_CHUNK), key=lambda r: r[0]):
+        verdicts = list(group)
+        if any(row[1] != JudgmentState.DONE for row in verdicts):
+            skipped["judge error"] += 1
+            continue
+        if len(verdicts) < len(PairOrder.values):
+            skipped["one order only"] += 1
+            continue
+        if len({row[2] for row in verdicts}) > 1:
+            skipped["inconsistent"] += 1
+            continue
+        first = verdicts[0]
+        uid, turn, sample = first[4:7]
+        a_name, a_condition, b_name, b_condition = first[7:11]
+        yield PairwiseBattle(
+            item_key=f"{uid}#t{turn}" + (f"#s{sample}" if sample else ""),
+            question_id=uid,
+            turn=turn,
+            judge=f"judge:{judge}",
+            source_a=source_label(a_name, condition=a_condition if with_condition else ""),
+            source_b=source_label(b_name, condition=b_condition if with_condition else ""),
+            winner=first[2],
+            tstamp=max(row[3] for row in verdicts).timestamp(),
+        )
 
 
 # --- An LLM's failure-mode labels -----------------------------------------------------------

@@ -24,16 +24,23 @@ What counts (docs/statistics.md, "Studies recorded in the Workbench"):
 - **Failure modes**: several annotators' labels on one reply are resolved to its majority label
   (``agreement.majority_labels``, tie rule ``exclude``: when the top labels tie the reply has no
   label and is left out, counted in a note).
+- **HALO diagnoses**: every annotator's diagnosis of every reply at a checkpoint is one judgment
+  (``halo_judgments``; no majority is taken), with the reply's source and effort from the
+  checkpoint's payload; gold checkpoints are left out.
 """
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from annotation import kinds
+from annotation import selectors as annotation_selectors
 from annotation.kinds.pairwise import Case
 from annotation.models import Answer, AssignmentRole, Rater, Study
 from benchmark.models import Judgment, JudgmentState
@@ -43,8 +50,11 @@ from stats.interfaces import (
     INJECTED,
     TIE,
     VANILLA,
+    Battles,
     FailureModeLabel,
     FailureModeLabels,
+    HaloJudgment,
+    HaloJudgments,
     LabelMatrix,
     PreferenceJudgements,
     PreferenceRecord,
@@ -105,12 +115,19 @@ class StudyData:
         return [a for a in self.answers if a.rater_id not in self.excluded]
 
     def excluded_note(self, *, include_excluded: bool) -> list[str]:
-        if not self.excluded:
-            return []
-        names = ", ".join(sorted(self.names[pk] for pk in self.excluded))
-        if include_excluded:
-            return [f"raters the study excludes are counted here (include_excluded): {names}"]
-        return [f"raters the study excludes are left out: {names} (include_excluded counts them)"]
+        return excluded_note(self.names, self.excluded, include_excluded=include_excluded)
+
+
+def excluded_note(
+    names: dict[int, str], excluded: frozenset[int], *, include_excluded: bool
+) -> list[str]:
+    """The note of a table that counts (or leaves out) the raters a study excludes."""
+    if not excluded:
+        return []
+    listed = ", ".join(sorted(names[pk] for pk in excluded))
+    if include_excluded:
+        return [f"raters the study excludes are counted here (include_excluded): {listed}"]
+    return [f"raters the study excludes are left out: {listed} (include_excluded counts them)"]
 
 
 def _rater_names(study: Study) -> tuple[dict[int, str], frozenset[int]]:
@@ -281,3 +298,99 @@ def failure_mode_labels(
     if gold:
         notes.append(f"{len(gold)} gold item(s) left out (quality checks)")
     return FailureModeLabels.from_records(labels), notes
+
+
+def battles(study: Study, *, include_excluded: bool = False) -> tuple[Battles, list[str]]:
+    """An arena or pairwise study's live battles (``selectors.study_battle_counts``: counted by
+    the database) as ``Battles``, gold items left out (quality checks); and notes. 2 queries."""
+    names, excluded = _rater_names(study)
+    counts = annotation_selectors.study_battle_counts(
+        study=study, include_excluded=include_excluded
+    )
+    notes = excluded_note(names, excluded, include_excluded=include_excluded)
+    gold = sum(c.count for c in counts if c.gold)
+    if gold:
+        notes.append(f"{gold} battle(s) on gold items left out (quality checks)")
+    ranked = Battles.from_counts(
+        (c.source_a, c.source_b, c.winner, c.count) for c in counts if not c.gold
+    )
+    return ranked, notes
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused for a bulk read: decoding thousands of answers builds
+    some 10^5 short-lived containers, none in a cycle (reference counting frees them all), and
+    meanwhile the collector would scan the whole heap — Django, NumPy, SciPy — several times:
+    half of a HALO table's time on the benchmark (bench/README.md). It resumes after."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def halo_judgments(
+    study: Study, *, include_excluded: bool = False
+) -> tuple[HaloJudgments, list[str]]:
+    """Every live diagnosis of every reply in a HALO study (one judgment per reply per
+    annotator), with the reply's source and effort; gold checkpoints left out; notes. Three
+    queries: raters, items (their responses' sources only, not their texts), answers."""
+    with _no_cycle_collection():
+        return _halo_judgments(study, include_excluded=include_excluded)
+
+
+def _halo_judgments(study: Study, *, include_excluded: bool) -> tuple[HaloJudgments, list[str]]:
+    names, excluded = _rater_names(study)
+    items = {
+        pk: (is_gold, key, {s["id"]: s for s in sources or []})
+        for pk, is_gold, key, sources in study.items.values_list(
+            "pk", "is_gold", "key", "payload__sources"
+        )
+    }
+    records: list[HaloJudgment] = []
+    gold = left_out = 0
+    for item_id, rater_id, details in (
+        Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
+        .order_by("id")
+        .values_list("assignment__item_id", "assignment__rater_id", "details")
+    ):
+        if rater_id in excluded and not include_excluded:
+            left_out += 1
+            continue
+        is_gold, key, sources = items[item_id]
+        if is_gold:
+            gold += 1
+            continue
+        for reply in (details or {}).get("replies") or []:
+            source = sources[reply["response"]]
+            records.append(
+                HaloJudgment(
+                    checkpoint=key,
+                    response=reply["response"],
+                    rater=names[rater_id],
+                    model=source["source"],
+                    level=reply["level"],
+                    acceptable=bool(reply["acceptable"]),
+                    timing=reply.get("timing", ""),
+                    intensity=reply.get("intensity", ""),
+                    issues=frozenset(reply.get("issues") or ()),
+                    suggested=reply.get("suggested", ""),
+                    reasoning_tokens=source.get("reasoning_tokens"),
+                    retrieval_rounds=source.get("retrieval_rounds"),
+                )
+            )
+    notes = []
+    if excluded:
+        who = ", ".join(sorted(names[pk] for pk in excluded))
+        notes.append(
+            f"raters the study excludes are counted here (include_excluded): {who}"
+            if include_excluded
+            else f"raters the study excludes are left out: {who} ({left_out} answer(s); "
+            "include_excluded counts them)"
+        )
+    if gold:
+        notes.append(f"{gold} answer(s) on gold checkpoints left out (quality checks)")
+    return HaloJudgments.from_records(records), notes

@@ -83,6 +83,10 @@ class StudySpec:
     max_items: int | None = None  # a seeded random sample of this many (gold items extra)
     seed: int | None = None
     gold: str = ""  # one per line: KEY EXPECTED
+    # Items given rather than selected (an imported file's, e.g. HALO checkpoints): the kind's
+    # ``select`` is not asked and no run is needed; ``imported_from`` names the file.
+    drafts: Sequence[ItemDraft] | None = None
+    imported_from: str = ""
 
     @property
     def selected_runs(self) -> list[EvaluationRun]:
@@ -196,7 +200,7 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
     runs = spec.selected_runs
     # A kind that draws from several runs shows the "runs" field instead of "run".
     run_field = "runs" if "runs" in kind.selection_fields else "run"
-    if kind.from_run and not runs:
+    if kind.from_run and not runs and spec.drafts is None:
         errors[run_field].append("Choose the evaluation run the items come from.")
     if kind.from_run and runs and spec.endpoints:
         # A model the run did not evaluate selects nothing: say so on the field, rather than
@@ -222,12 +226,12 @@ def check_study_spec(spec: StudySpec) -> tuple[list[ItemDraft], dict[str, str]]:
     if errors:
         raise StudyInputError(dict(errors))
 
-    drafts = kind.select(spec)
+    drafts = list(spec.drafts) if spec.drafts is not None else kind.select(spec)
     if not drafts:
         raise StudyInputError({kind.empty_selection_field: [kind.empty_selection]})
     by_key = {d.key: d for d in drafts}
     gold = _parse_gold(spec, by_key, errors)
-    if kind.from_run:
+    if kind.from_run or spec.drafts is not None:
         _check_blinding(spec, drafts, errors)
     if errors:
         raise StudyInputError(dict(errors))
@@ -318,6 +322,7 @@ def study_create(*, spec: StudySpec, created_by: User | None = None) -> Study:
             "max_items": spec.max_items,
             "seed": seed,
             "matched": len(drafts),
+            **({"imported_from": spec.imported_from} if spec.imported_from else {}),
         },
         created_by=created_by,
     )

@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils.html import format_html
 
+from benchmark.evaluation import pairwise as pairwise_service
 from benchmark.evaluation import runs as run_service
 from benchmark.models import (
     AuditAction,
@@ -21,6 +22,8 @@ from benchmark.models import (
     Judgment,
     ModelEndpoint,
     ModelPrice,
+    PairwiseComparison,
+    PairwiseJudgment,
     ProviderCall,
     ResponseCacheEntry,
     RunAuditEvent,
@@ -104,6 +107,39 @@ class RejudgeForm(forms.Form):
         data = super().clean() or {}
         if not (data.get("judges") or data.get("epochs") or data.get("classifier")):
             raise forms.ValidationError("Choose a judge, a number of epochs or a classifier.")
+        return data
+
+
+class PairwiseJudgeForm(forms.Form):
+    """What a pairwise judging step adds to a finished run (``pairwise_service``)."""
+
+    judges = forms.ModelMultipleChoiceField(
+        queryset=ModelEndpoint.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Each pairwise judge compares every pair of the run twice, once in each order; "
+        "a judge the run already has is asked only where it has not answered.",
+    )
+    pairs = forms.ChoiceField(
+        choices=list(pairwise_service.PAIR_SCHEMES.items()),
+        initial="models",
+        widget=forms.RadioSelect,
+        help_text="Which replies are paired (a study's pairs: manage.py judge_pairs RUN "
+        "--pairs study=ID).",
+    )
+    max_pairs = forms.IntegerField(
+        min_value=1,
+        max_value=pairwise_service.MAX_PAIRS_LIMIT,
+        required=False,
+        help_text="At most this many pairs, a seeded sample balanced over pairs of sources "
+        "(empty: all).",
+    )
+    seed = forms.IntegerField(initial=0, min_value=0, required=False)
+
+    def clean(self):
+        data = super().clean() or {}
+        if data.get("seed") is None:
+            data["seed"] = 0
         return data
 
 
@@ -206,6 +242,11 @@ class EvaluationRunAdmin(admin.ModelAdmin):
                 name="benchmark_evaluationrun_rejudge",
             ),
             path(
+                "<int:run_id>/pairwise/",
+                self.admin_site.admin_view(self.pairwise_view),
+                name="benchmark_evaluationrun_pairwise",
+            ),
+            path(
                 "<int:run_id>/do/<str:action>/",
                 self.admin_site.admin_view(self.action_view),
                 name="benchmark_evaluationrun_action",
@@ -275,6 +316,45 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/benchmark/evaluationrun/rejudge.html", context)
 
+    def pairwise_view(self, request: HttpRequest, run_id: int) -> HttpResponse:
+        """Add pairwise judges and pairs to a finished run; its page then shows the pairwise
+        verdicts per judge with the progress."""
+        run = get_object_or_404(EvaluationRun, pk=run_id)
+        if not self.has_change_permission(request, run):
+            return redirect("admin:benchmark_evaluationrun_change", run_id)
+        form = PairwiseJudgeForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                outcome = pairwise_service.run_pairwise_judge(
+                    run_id=run.pk,
+                    judges=list(data["judges"]),
+                    pairs=data["pairs"],
+                    max_pairs=data["max_pairs"],
+                    seed=data["seed"],
+                    via=AuditVia.ADMIN,
+                    actor=request.user,
+                )
+            except run_service.RunActionError as exc:
+                form.add_error(None, f"Not judged: {exc}.")
+            else:
+                messages.info(
+                    request,
+                    f"{run}: {outcome.chosen} pairs ({outcome.created} new); {outcome.units} "
+                    "replies enqueued for pairwise judging; progress updates live.",
+                )
+                return redirect("admin:benchmark_evaluationrun_change", run_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Judge pairs: {run}",
+            "run": run,
+            "form": form,
+            "opts": self.model._meta,
+            "judges": list(run.pairwise_judges.order_by("name").values_list("name", flat=True)),
+            "comparisons": run.pairwise_comparisons.count(),
+        }
+        return TemplateResponse(request, "admin/benchmark/evaluationrun/pairwise.html", context)
+
     def action_view(self, request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         """The Launch / Cancel / Resume / Retry errors buttons on a run's page (POST only)."""
         if request.method != "POST" or not self.has_change_permission(request):
@@ -309,6 +389,27 @@ class JudgmentAdmin(admin.ModelAdmin):
     list_filter = ("state", "verdict", "evidence_status", "judge_name")
     search_fields = ("rationale", "evidence", "raw_output")
     raw_id_fields = ("unit", "judge")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(PairwiseComparison)
+class PairwiseComparisonAdmin(admin.ModelAdmin):
+    list_display = ("id", "run", "trigger", "unit_a", "unit_b", "created_at")
+    list_filter = ("run",)
+    raw_id_fields = ("run", "trigger", "unit_a", "unit_b")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(PairwiseJudgment)
+class PairwiseJudgmentAdmin(admin.ModelAdmin):
+    list_display = ("id", "comparison", "judge_name", "order", "state", "winner", "attempts")
+    list_filter = ("state", "winner", "order", "judge_name")
+    search_fields = ("rationale", "raw_output")
+    raw_id_fields = ("comparison", "judge")
 
     def has_add_permission(self, request):
         return False

@@ -101,7 +101,7 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _text_errors(line: int, value: Any, path: str = "$") -> list[CorpusError]:
+def text_errors(line: int, value: Any, path: str = "$") -> list[CorpusError]:
     """Strings no database can store: a NUL character (PostgreSQL refuses it in text and JSON),
     or an unpaired surrogate (``\\ud800`` in the JSON: not Unicode, cannot be encoded)."""
     if isinstance(value, str):
@@ -115,18 +115,18 @@ def _text_errors(line: int, value: Any, path: str = "$") -> list[CorpusError]:
     errors: list[CorpusError] = []
     if isinstance(value, dict):
         for key, item in value.items():
-            key_errors = _text_errors(line, key, path)
+            key_errors = text_errors(line, key, path)
             if key_errors:
                 errors += [CorpusError(line, path, f"a key {e.message}") for e in key_errors]
             else:
-                errors += _text_errors(line, item, f"{path}.{key}")
+                errors += text_errors(line, item, f"{path}.{key}")
     elif isinstance(value, list):
         for position, item in enumerate(value):
-            errors += _text_errors(line, item, f"{path}[{position}]")
+            errors += text_errors(line, item, f"{path}[{position}]")
     return errors
 
 
-def _pydantic_errors(line: int, exc: ValidationError) -> list[CorpusError]:
+def pydantic_errors(line: int, exc: ValidationError) -> list[CorpusError]:
     errors = []
     for item in exc.errors(include_url=False):
         message = item["msg"]
@@ -247,12 +247,12 @@ def parse_dialogue(
     if not isinstance(raw, dict):
         return None, [CorpusError(line, "$", f"expected a JSON object, got {type(raw).__name__}")]
     try:
-        text_errors = _text_errors(line, raw)
-        if text_errors:
-            return None, text_errors
+        unstorable = text_errors(line, raw)
+        if unstorable:
+            return None, unstorable
         rec = DialogueRecord.model_validate(raw)
     except ValidationError as exc:
-        return None, _pydantic_errors(line, exc)
+        return None, pydantic_errors(line, exc)
     except RecursionError:
         return None, [CorpusError(line, "$", "nested too deeply")]
     errors = _structural_errors(line, rec)

@@ -5,7 +5,10 @@ The recordings (``benchmark/demo_data/replies.jsonl`` and ``judgments.jsonl``) a
 the offline ``replay`` provider serves: three fictional models, vanilla and rubric-injected, at
 every trigger of the demo corpus, each reply judged by two demo judges. ``failure_modes.jsonl``
 is the demo failure-mode classifier's label for every RECOVERY reply the primary judge failed
-(written by ``make_failure_modes.py``, a few keyword rules). Loading them as rows
+(written by ``make_failure_modes.py``, a few keyword rules). ``pairwise_verdicts.jsonl`` is
+the two demo judges' pairwise verdicts at every trigger, in both orders — every two models in
+each condition, and each model's vanilla reply against its rubric-injected one — with position
+bias planted (``make_pairwise_verdicts.py``). Loading them as rows
 (rather than replaying them through Celery) keeps ``load_demo`` fast and needs no worker; a run
 launched over the same dialogues with the replay provider produces the same replies and verdicts.
 """
@@ -19,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmark.evaluation.evidence import grade_evidence
+from benchmark.evaluation.judge_output import pairwise_winner
 from benchmark.models import (
     ClassificationState,
     Condition,
@@ -30,19 +34,24 @@ from benchmark.models import (
     Judgment,
     JudgmentState,
     ModelEndpoint,
+    PairOrder,
+    PairwiseComparison,
+    PairwiseJudgment,
     RunSource,
     RunStatus,
     Trigger,
     TriggerType,
     UnitState,
 )
-from benchmark.providers.replay import ReplayStore, estimate_tokens
+from benchmark.providers.replay import ReplayStore, estimate_tokens, pairwise_key
 
 DEMO_RUN_NAME = "Demo run (recorded replies)"
 DEMO_MODELS = ("demo-atlas-large", "demo-birch-medium", "demo-cedar-small")
 DEMO_JUDGES = ("demo-judge-primary", "demo-judge-crossfamily")  # the first is primary
 DEMO_CLASSIFIER = "demo-classifier"
-FAILURE_MODES_FILE = Path(__file__).resolve().parent.parent / "demo_data" / "failure_modes.jsonl"
+DEMO_DATA = Path(__file__).resolve().parent.parent / "demo_data"
+FAILURE_MODES_FILE = DEMO_DATA / "failure_modes.jsonl"
+PAIRWISE_FILE = DEMO_DATA / "pairwise_verdicts.jsonl"
 
 
 @transaction.atomic
@@ -127,7 +136,56 @@ def demo_run_load() -> EvaluationRun:
     FailureModeClassification.objects.bulk_create(
         _classifications(units, classifier=endpoints[DEMO_CLASSIFIER])
     )
+    run.pairwise_judges.set([endpoints[name] for name in DEMO_JUDGES])
+    _pairwise_load(run, units, judges=endpoints)
     return run
+
+
+def _pairwise_load(run: EvaluationRun, units: dict, *, judges: dict[str, ModelEndpoint]) -> None:
+    """The recorded pairwise verdicts as comparisons (side A: the model whose name sorts first,
+    or the vanilla reply of one model — as ``judge_pairs --pairs models`` and ``--pairs
+    conditions`` make them) and judgments, each winner mapped back from
+    the screen position to a side as the engine does. A line naming a reply the run does not
+    have is an error naming the line (the whole load is then rolled back)."""
+    comparisons: dict[tuple[int, int], PairwiseComparison] = {}
+    rows = []
+    lines = PAIRWISE_FILE.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        recorded = json.loads(line)
+        uid, turn, first, first_condition, second, second_condition, judge = pairwise_key(recorded)
+        shown_first = units.get((uid, turn, first, first_condition))
+        shown_second = units.get((uid, turn, second, second_condition))
+        if shown_first is None or shown_second is None or judge not in judges:
+            raise ValueError(
+                f"{PAIRWISE_FILE.name} line {number}: no such pair of replies, or judge, in the "
+                "demo run"
+            )
+        rank = Condition.values.index
+        a_first = (first, rank(first_condition)) < (second, rank(second_condition))
+        unit_a, unit_b = (shown_first, shown_second) if a_first else (shown_second, shown_first)
+        key = (unit_a.pk, unit_b.pk)
+        if key not in comparisons:
+            comparisons[key] = PairwiseComparison(
+                run=run, trigger_id=unit_a.trigger_id, unit_a=unit_a, unit_b=unit_b
+            )
+        rows.append(
+            PairwiseJudgment(
+                comparison=comparisons[key],
+                judge=judges[judge],
+                judge_name=judge,
+                order=PairOrder.AB if a_first else PairOrder.BA,
+                state=JudgmentState.DONE,
+                winner=pairwise_winner(recorded["choice"], a_shown_first=a_first),
+                rationale=recorded["rationale"],
+                raw_output=json.dumps(
+                    {"choice": recorded["choice"], "rationale": recorded["rationale"]}
+                ),
+            )
+        )
+    PairwiseComparison.objects.bulk_create(comparisons.values())
+    PairwiseJudgment.objects.bulk_create(rows)
 
 
 def _classifications(units: dict, *, classifier: ModelEndpoint) -> list[FailureModeClassification]:

@@ -1,4 +1,5 @@
-"""Executing evaluation units: claim them, get each model's reply, have every judge score it.
+"""Executing evaluation units: claim them, get each model's reply, have every judge score it,
+and every pairwise judge compare it with the replies it is paired with (in both orders).
 
 Units run in **batches** (one Celery task per batch, ``settings.EVAL_BATCH_SIZE`` units). The
 thread running a batch does all the database work, a few statements per round for the whole
@@ -13,7 +14,8 @@ the same units — as Celery's at-least-once delivery will):
 - Units are claimed with one conditional UPDATE (pending, or running with an expired lease, in a
   running run) that stamps a claim token; units another worker holds are skipped.
 - Every later write is conditioned on that token, so a worker that lost its lease cannot
-  overwrite the new owner's work; judgments are unique per (unit, judge).
+  overwrite the new owner's work; judgments are unique per (unit, judge), pairwise judgments per
+  (comparison, judge, order).
 - Every provider call goes through the response cache, and its cache row is written as soon as
   the call returns, before anything else: a call that completed once is never paid for again,
   whether its unit is retried, resumed or redelivered after a crash. An identical call in flight
@@ -42,11 +44,18 @@ from django.utils import timezone
 from benchmark.evaluation import aio, inflight
 from benchmark.evaluation.classifier_output import ClassifierOutputError, parse_classifier_output
 from benchmark.evaluation.evidence import grade_evidence
-from benchmark.evaluation.judge_output import JudgeOutputError, parse_judge_output
+from benchmark.evaluation.judge_output import (
+    JudgeOutputError,
+    pairwise_winner,
+    parse_judge_output,
+    parse_pairwise_output,
+)
 from benchmark.evaluation.requests import (
+    OtherReply,
     cache_key,
     classify_request,
     judge_request,
+    pairwise_request,
     reply_request,
 )
 from benchmark.models import (
@@ -62,6 +71,9 @@ from benchmark.models import (
     JudgmentState,
     ModelEndpoint,
     ModelPrice,
+    PairOrder,
+    PairwiseComparison,
+    PairwiseJudgment,
     ProviderCall,
     ResponseCacheEntry,
     RunSource,
@@ -160,6 +172,18 @@ def _run_judges(run: EvaluationRun) -> list[ModelEndpoint]:
     return _judges[key]
 
 
+_pairwise_judges: dict[tuple[int, object], list[ModelEndpoint]] = {}
+
+
+def _run_pairwise_judges(run: EvaluationRun) -> list[ModelEndpoint]:
+    """A started run's pairwise judges (a pairwise judging step adds them and stamps a new
+    ``started_at``, as a re-judge does, so this key changes with them)."""
+    key = (run.pk, run.started_at)
+    if key not in _pairwise_judges:
+        _pairwise_judges[key] = list(run.pairwise_judges.order_by("id"))
+    return _pairwise_judges[key]
+
+
 def call_usage(result: ChatResult) -> dict:
     """The accounting fields a cache entry and a call record share (here and in curation)."""
     return {
@@ -242,12 +266,16 @@ def units_claim(unit_ids: list[int]) -> tuple[list[EvaluationUnit], str]:
 Asked = tuple[int, int]
 """(endpoint id, epoch) of a judge or classifier call: epoch 0 is the judgment (and the
 classification), 1, 2, … the judge's repeats."""
+PairAsked = tuple[int, int, str]
+"""(comparison id, pairwise judge's endpoint id, order) of a pairwise judge call."""
 
 
 @dataclass(eq=False)
 class _Job:
     """One unit's way through the batch: its reply if it has none, every judge × epoch that
-    has not answered, then — for a RECOVERY reply the primary judge failed — the classifier."""
+    has not answered and — for a unit that is side A of pairwise comparisons — every pairwise
+    judge × order that has not, then — for a RECOVERY reply the primary judge failed — the
+    classifier."""
 
     unit: EvaluationUnit
     turns: list[Turn]
@@ -256,8 +284,11 @@ class _Job:
     judges_left: set[Asked]
     classify: bool  # the run's classifier still has to label this reply if it fails
     verdicts: dict[str, str] = field(default_factory=dict)  # judge name → verdict (epoch 0)
-    tries: dict[Asked, int] = field(default_factory=dict)  # outputs asked for
-    rejected: dict[Asked, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    pairs: dict[int, OtherReply] = field(default_factory=dict)  # comparison id → side B
+    pair_judges: list[ModelEndpoint] = field(default_factory=list)
+    pairs_left: set[PairAsked] = field(default_factory=set)
+    tries: dict[Asked | PairAsked, int] = field(default_factory=dict)  # outputs asked for
+    rejected: dict[Asked | PairAsked, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     outstanding: int = 0  # calls made for it that have not come back
     error: str = ""
     stopped: bool = False
@@ -272,6 +303,7 @@ class _Call:
     purpose: CallPurpose  # a JUDGMENT call is made to its judge: the endpoint
     key: str
     epoch: int = 0
+    pair: PairAsked | None = None  # a PAIRWISE call's comparison, judge and order
 
 
 # Tasks on the loop must be referenced until they finish (the loop keeps only weak references).
@@ -292,6 +324,7 @@ class _Batch:
         self.judgments: list[Judgment] = []
         self.repeats: list[JudgmentRepeat] = []
         self.classifications: list[FailureModeClassification] = []
+        self.pairwise_judgments: list[PairwiseJudgment] = []
         self.disagreements: list[JudgeDisagreement] = []
         self.done: list[int] = []
         self.errored: list[EvaluationUnit] = []
@@ -334,9 +367,11 @@ class _Batch:
                         "unit_id", "classifier_name"
                     )
                 )
+        pairs, pair_answered = self._pairs(units)
         jobs = []
         for unit in units:
             judges = _run_judges(unit.run)
+            pair_judges = _run_pairwise_judges(unit.run) if unit.pk in pairs else []
             classifier = unit.run.failure_mode_classifier
             jobs.append(
                 _Job(
@@ -358,9 +393,48 @@ class _Batch:
                         for name, state, verdict in earlier[unit.pk]
                         if state == JudgmentState.DONE
                     },
+                    pairs=pairs.get(unit.pk, {}),
+                    pair_judges=pair_judges,
+                    pairs_left={
+                        (comparison_id, judge.pk, order)
+                        for comparison_id in pairs.get(unit.pk, {})
+                        for judge in pair_judges
+                        for order in PairOrder.values
+                        if (comparison_id, judge.name, order) not in pair_answered
+                    },
                 )
             )
         return jobs
+
+    @staticmethod
+    def _pairs(
+        units: list[EvaluationUnit],
+    ) -> tuple[dict[int, dict[int, OtherReply]], set[tuple[int, str, str]]]:
+        """The comparisons whose side A is one of ``units`` (with side B's reply), and the
+        (comparison, judge name, order) verdicts they already have: two queries for the batch,
+        none for a batch whose runs have no pairwise judge."""
+        ids = [unit.pk for unit in units if unit.reply and _run_pairwise_judges(unit.run)]
+        pairs: dict[int, dict[int, OtherReply]] = defaultdict(dict)
+        if not ids:
+            return pairs, set()
+        for (
+            comparison_id,
+            unit_a_id,
+            reply,
+            model_name,
+            condition,
+        ) in PairwiseComparison.objects.filter(unit_a_id__in=ids).values_list(
+            "pk", "unit_a_id", "unit_b__reply", "unit_b__endpoint__model_name", "unit_b__condition"
+        ):
+            pairs[unit_a_id][comparison_id] = OtherReply(reply, model_name, condition)
+        if not pairs:
+            return pairs, set()
+        answered = set(
+            PairwiseJudgment.objects.filter(comparison__unit_a_id__in=list(pairs)).values_list(
+                "comparison_id", "judge_name", "order"
+            )
+        )
+        return pairs, answered
 
     # -- the loop --
 
@@ -426,10 +500,17 @@ class _Batch:
             )
 
     def _start_judging(self, job: _Job) -> None:
+        """Every judge and every pairwise judge still to answer, all at once; the classifier
+        (if any) once they all have."""
         for judge in job.judges:
             for epoch in range(job.unit.run.judge_epochs):
                 if (judge.pk, epoch) in job.judges_left:
                     self._judge_call(job, judge, epoch)
+        for comparison_id in job.pairs:
+            for judge in job.pair_judges:
+                for order in PairOrder.values:
+                    if (comparison_id, judge.pk, order) in job.pairs_left:
+                        self._pairwise_call(job, comparison_id, judge, order)
         if job.outstanding == 0:
             self._judged_all(job)
 
@@ -452,6 +533,20 @@ class _Batch:
         request = judge_request(job.unit, job.turns, judge, rejected=rejected)
         self._call(job, judge, request, CallPurpose.JUDGMENT, epoch=epoch)
 
+    def _pairwise_call(
+        self, job: _Job, comparison_id: int, judge: ModelEndpoint, order: str
+    ) -> None:
+        asked = (comparison_id, judge.pk, order)
+        request = pairwise_request(
+            job.unit,
+            job.turns,
+            judge,
+            other=job.pairs[comparison_id],
+            a_shown_first=order == PairOrder.AB,
+            rejected=job.rejected.get(asked, ()),
+        )
+        self._call(job, judge, request, CallPurpose.PAIRWISE, pair=asked)
+
     def _classify_call(self, job: _Job) -> None:
         classifier = job.unit.run.failure_mode_classifier
         assert classifier is not None
@@ -467,13 +562,14 @@ class _Batch:
         purpose: CallPurpose,
         *,
         epoch: int = 0,
+        pair: PairAsked | None = None,
     ) -> None:
         # A repeat is a fresh sample of the same request: its own cache key, so the judge is
         # asked again rather than served its first answer; epoch 0 keeps the key it always had.
         salt = job.salt if epoch == 0 else f"{job.salt}|epoch-{epoch}"
         key = cache_key(endpoint, request, sample_index=job.unit.sample_index, salt=salt)
         job.outstanding += 1
-        self.ready.append(_Call(job, endpoint, request, purpose, key, epoch))
+        self.ready.append(_Call(job, endpoint, request, purpose, key, epoch, pair))
 
     # -- making calls --
 
@@ -568,10 +664,12 @@ class _Batch:
             self._replied(job, outcome)
         elif call.purpose == CallPurpose.CLASSIFICATION:
             self._classified(call, outcome.text)
+        elif call.purpose == CallPurpose.PAIRWISE:
+            self._pairwise_judged(call, outcome.text)
         else:
             self._judged(call, outcome.text)
         if job.outstanding == 0 and not job.finished:
-            if call.purpose == CallPurpose.JUDGMENT:
+            if call.purpose in (CallPurpose.JUDGMENT, CallPurpose.PAIRWISE):
                 self._judged_all(job)
             else:
                 self._finish(job)
@@ -640,6 +738,46 @@ class _Batch:
             self.repeats.append(judged)
         else:
             self.judgments.append(judged)
+
+    def _pairwise_judged(self, call: _Call, raw: str) -> None:
+        job, judge = call.job, call.endpoint
+        assert call.pair is not None
+        comparison_id, _, order = asked = call.pair
+        tries = job.tries[asked] = job.tries.get(asked, 0) + 1
+        try:
+            parsed = parse_pairwise_output(raw)
+        except JudgeOutputError as exc:
+            job.rejected[asked] = (*job.rejected.get(asked, ()), (raw, str(exc)))
+            if tries < JUDGE_MAX_TRIES:
+                self._pairwise_call(job, comparison_id, judge, order)  # saying what was wrong
+                return
+            self.pairwise_judgments.append(
+                PairwiseJudgment(
+                    comparison_id=comparison_id,
+                    judge=judge,
+                    judge_name=judge.name,
+                    order=order,
+                    state=JudgmentState.JUDGE_ERROR,
+                    raw_output=raw,
+                    attempts=JUDGE_MAX_TRIES,
+                    error=f"unusable after {JUDGE_MAX_TRIES} tries: {exc}",
+                )
+            )
+            return
+        self.pairwise_judgments.append(
+            PairwiseJudgment(
+                comparison_id=comparison_id,
+                judge=judge,
+                judge_name=judge.name,
+                order=order,
+                state=JudgmentState.DONE,
+                # Stored as a side, never as the screen position the judge named.
+                winner=pairwise_winner(parsed.choice, a_shown_first=order == PairOrder.AB),
+                rationale=parsed.rationale,
+                raw_output=raw,
+                attempts=tries,
+            )
+        )
 
     def _classified(self, call: _Call, raw: str) -> None:
         job, classifier = call.job, call.endpoint
@@ -746,6 +884,9 @@ class _Batch:
                 self.classifications, ignore_conflicts=True
             )
             self.classifications = []
+        if self.pairwise_judgments:
+            PairwiseJudgment.objects.bulk_create(self.pairwise_judgments, ignore_conflicts=True)
+            self.pairwise_judgments = []
         if self.disagreements:
             # A judge added later extends a unit's verdicts; its adjudication, if any, stays.
             JudgeDisagreement.objects.bulk_create(

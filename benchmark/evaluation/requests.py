@@ -1,15 +1,18 @@
-"""The requests an evaluation sends: a model's reply at a trigger, a judge's verdict on it, and
-a classifier's failure-mode label for a RECOVERY reply the primary judge failed.
+"""The requests an evaluation sends: a model's reply at a trigger, a judge's verdict on it, a
+classifier's failure-mode label for a RECOVERY reply the primary judge failed, and a pairwise
+judge's choice between two replies at the same trigger.
 
 Isolation by construction: the model under test sees only the frozen conversation up to and
 including the trigger-turn user message (plus, in the rubric-injected condition, the trigger's
 principle as a system instruction); the judge sees that conversation, the rubric and the reply —
-never the persona, the style or the hidden goal (SPEC 2.2).
+never the persona, the style or the hidden goal (SPEC 2.2) — and a pairwise judge sees two
+replies as "Response 1" and "Response 2", never which model or condition wrote either.
 """
 
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from benchmark.curation.prompts import load_prompt
@@ -165,6 +168,59 @@ def classify_request(
             unit.endpoint.model_name,
             unit.condition,
             judge=classifier.model_name,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class OtherReply:
+    """Side B of a pairwise comparison, as its request needs it: the reply, and (for the replay
+    provider's key only, never for the prompt) who wrote it."""
+
+    reply: str
+    model_name: str
+    condition: str
+
+
+def pairwise_request(
+    unit_a: EvaluationUnit,
+    turns: list[Turn],
+    judge: ModelEndpoint,
+    *,
+    other: OtherReply,
+    a_shown_first: bool,
+    rejected: tuple[tuple[str, str], ...] = (),
+) -> ChatRequest:
+    """Side A's reply (``unit_a``) against side B's (``other``) at A's trigger, A shown first or
+    second. The two orders are two distinct requests (and cache keys): a judge's answer in one
+    order is never served for the other."""
+    trigger = unit_a.trigger
+    first = (unit_a.reply, unit_a.endpoint.model_name, unit_a.condition)
+    second = (other.reply, other.model_name, other.condition)
+    if not a_shown_first:
+        first, second = second, first
+    prompt = load_prompt("pairwise_judge").render(
+        conversation=_transcript(conversation_until(trigger, turns)),
+        trigger_type=trigger.type,
+        pass_criteria=trigger.pass_criteria,
+        partial_criteria=trigger.partial_criteria,
+        fail_criteria=trigger.fail_criteria,
+        response_1=first[0],
+        response_2=second[0],
+    )
+    return ChatRequest(
+        model=judge.model_name,
+        messages=_asking_again(prompt, rejected),
+        params=sampling_params(judge),
+        replay_key=ReplayKey(
+            "pairwise",
+            trigger.turn.dialogue.unique_id_eval,
+            trigger.turn.index,
+            first[1],
+            first[2],
+            judge=judge.model_name,
+            other_model=second[1],
+            other_condition=second[2],
         ),
     )
 

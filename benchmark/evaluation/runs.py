@@ -31,6 +31,8 @@ from benchmark.models import (
     Judgment,
     JudgmentState,
     ModelEndpoint,
+    PairOrder,
+    PairwiseJudgment,
     ProviderCall,
     RunAuditEvent,
     RunStatus,
@@ -135,7 +137,7 @@ def run_actions(*, run: EvaluationRun, progress: RunProgress) -> frozenset[str]:
     if progress.by_state.get(UnitState.ERROR, 0):
         actions.add("retry")
     if run.status in REJUDGEABLE:
-        actions.add("rejudge")
+        actions.update(("rejudge", "pairwise"))
     return frozenset(actions)
 
 
@@ -495,6 +497,10 @@ class RunProgress:
     """Verdicts so far (epoch 0) per judge name."""
     classified: int = 0
     """Failure-mode labels so far (errors included)."""
+    pairwise: dict[str, int] = field(default_factory=dict)
+    """Pairwise verdicts so far (both orders, errors included) per pairwise judge name."""
+    pairwise_expected: int = 0
+    """Pairwise verdicts each pairwise judge gives in all: the run's comparisons × 2 orders."""
 
     @property
     def finished(self) -> int:
@@ -536,9 +542,22 @@ def run_progress(*, run: EvaluationRun) -> RunProgress:
         .values_list("judge_name", "n")
     )
     classified = FailureModeClassification.objects.filter(unit__run=run).count()
+    pairwise: dict[str, int] = {}
+    comparisons = 0
+    if run.pairwise_judges.exists():
+        pairwise = dict.fromkeys(run.pairwise_judges.values_list("name", flat=True), 0)
+        pairwise.update(
+            PairwiseJudgment.objects.filter(comparison__run=run)
+            .values_list("judge_name")
+            .annotate(n=Count("id"))
+            .values_list("judge_name", "n")
+        )
+        comparisons = run.pairwise_comparisons.count()
     return RunProgress(
         judged=dict(sorted(judged.items())),
         classified=classified,
+        pairwise=dict(sorted(pairwise.items())),
+        pairwise_expected=len(PairOrder.values) * comparisons,
         total=total,
         by_state=by_state,
         calls=calls["n"] or 0,

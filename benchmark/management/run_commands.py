@@ -1,5 +1,5 @@
-"""What the run commands (``run_eval``, ``judge_run``) share: endpoints by name, who is acting,
-and a progress bar until a run ends."""
+"""What the run commands (``run_eval``, ``judge_run``, ``judge_pairs``) share: a run and endpoints
+by name, who is acting, and a progress bar until a run ends."""
 
 import getpass
 import time
@@ -22,6 +22,20 @@ def endpoints_named(names: str, *, option: str) -> list[ModelEndpoint]:
     if unknown:
         raise CommandError(f"{option}: unknown endpoint(s): {', '.join(unknown)}")
     return [found[n] for n in wanted]
+
+
+def run_named(ref: str, *, option: str = "RUN") -> EvaluationRun:
+    """The run whose id or exact name is ``ref``; none, or several of that name, is a
+    ``CommandError`` naming ``option``."""
+    run = EvaluationRun.objects.filter(pk=int(ref)).first() if ref.isdigit() else None
+    if run is None:
+        named = list(EvaluationRun.objects.filter(name=ref)[:2])
+        if len(named) > 1:
+            raise CommandError(f"{option}: several runs are named {ref!r}: give its id")
+        run = named[0] if named else None
+    if run is None:
+        raise CommandError(f"{option}: no run with id or name {ref!r}")
+    return run
 
 
 def command_user(command: str) -> str:
@@ -54,3 +68,6 @@ def watch_run(run: EvaluationRun, stdout: OutputWrapper) -> None:
         f"Run {run.pk} {run.status}: {progress.by_state} calls={progress.calls} "
         f"cost=${progress.cost_usd:.4f}"
     )
+    if progress.pairwise:
+        verdicts = ", ".join(f"{name} {n}" for name, n in progress.pairwise.items())
+        stdout.write(f"Pairwise verdicts (of {progress.pairwise_expected} per judge): {verdicts}")

@@ -1,4 +1,5 @@
-"""The benchmark app's models, by topic: the corpus (corpus.py) and model runs (runs.py)."""
+"""The benchmark app's models, by topic: the corpus (corpus.py), model runs (runs.py), LLM
+pairwise judging (pairwise.py) and curation jobs (curation_jobs.py)."""
 
 from benchmark.models.corpus import (
     PHASE_WINDOWS,
@@ -16,6 +17,7 @@ from benchmark.models.corpus import (
     Turn,
 )
 from benchmark.models.curation_jobs import CurationJob, CurationTarget, TargetState
+from benchmark.models.pairwise import PairOrder, PairwiseComparison, PairwiseJudgment
 from benchmark.models.runs import (
     AuditAction,
     AuditVia,
@@ -70,6 +72,9 @@ __all__ = [
     "JudgmentState",
     "ModelEndpoint",
     "ModelPrice",
+    "PairOrder",
+    "PairwiseComparison",
+    "PairwiseJudgment",
     "Persona",
     "ProviderCall",
     "ResponseCacheEntry",

@@ -103,6 +103,15 @@ class EvaluationRun(models.Model):
             "repeats (JudgmentRepeat) that measure each judge's self-consistency."
         ),
     )
+    pairwise_judges = models.ManyToManyField(
+        ModelEndpoint,
+        blank=True,
+        related_name="pairwise_judging_in",
+        help_text=(
+            "Every pairwise judge compares every PairwiseComparison of the run, in both orders "
+            "(added by a pairwise judging step)."
+        ),
+    )
     judging_only = models.BooleanField(
         default=False,
         help_text=(
@@ -364,6 +373,7 @@ class CallPurpose(models.TextChoices):
     REPLY = "reply", "Model reply"
     JUDGMENT = "judgment", "Judgment"
     CLASSIFICATION = "classify", "Failure-mode classification"
+    PAIRWISE = "pairwise", "Pairwise judgment"
     CURATION = "curation", "Curation"
     CONNECTION_TEST = "test", "Connection test"
 
@@ -470,6 +480,7 @@ class AuditAction(models.TextChoices):
     REJUDGE = "rejudge", "Re-judge"
     CLASSIFY = "classify", "Classify failure modes"
     GIVE_UP = "give_up", "Give up"
+    PAIRWISE = "pairwise", "Pairwise judging"
 
 
 class AuditVia(models.TextChoices):

@@ -24,18 +24,23 @@ class ReplayKey:
     """Identifies a recorded reply for the ``replay`` provider. Never sent to a vendor.
 
     ``kind`` is "reply" (a model's answer at a trigger), "judgment" (a judge's verdict on one),
-    "failure_mode" (a classifier's label for one) or "curation" (a curation agent's answer while
-    writing dialogue ``unique_id_eval``); ``judge`` names the judge or classifier, ``agent`` the
-    curation agent ("planner", "user_agent" or "assistant"). A curation key has no condition.
+    "failure_mode" (a classifier's label for one), "pairwise" (a pairwise judge's choice between
+    two replies at a trigger) or "curation" (a curation agent's answer while writing dialogue
+    ``unique_id_eval``); ``judge`` names the judge or classifier, ``agent`` the curation agent
+    ("planner", "user_agent" or "assistant"). A curation key has no condition. A pairwise key's
+    ``model`` and ``condition`` are the reply shown first (Response 1), ``other_model`` and
+    ``other_condition`` the one shown second: the two orders are two keys.
     """
 
-    kind: Literal["reply", "judgment", "failure_mode", "curation"]
+    kind: Literal["reply", "judgment", "failure_mode", "pairwise", "curation"]
     unique_id_eval: str
     turn: int
     model: str
     condition: str
     judge: str = ""
     agent: str = ""
+    other_model: str = ""
+    other_condition: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The replay provider: answers from recorded replies, judgments, failure-mode labels and
-curation agents' answers, offline and free.
+"""The replay provider: answers from recorded replies, judgments, failure-mode labels,
+pairwise verdicts and curation agents' answers, offline and free.
 
 It lets the whole pipeline (curation, evaluation, judging, analysis) run without a key or a
 network — the demo, CI, and anyone reproducing published numbers from the released recordings.
@@ -27,6 +27,9 @@ ReplyKey = tuple[str, int, str, str]
 """(unique_id_eval, turn, model, condition)"""
 JudgmentKey = tuple[str, int, str, str, str]
 """(unique_id_eval, turn, model, condition, judge)"""
+PairwiseKey = tuple[str, int, str, str, str, str, str]
+"""(unique_id_eval, turn, first model, first condition, second model, second condition, judge):
+the reply shown first (Response 1), the one shown second, and the pairwise judge."""
 CurationKey = tuple[str, str, int]
 """(agent, unique_id_eval, turn): any model may replay a curation, so the model is no part of it."""
 CURATION_AGENTS = ("planner", "user_agent", "assistant")
@@ -48,6 +51,8 @@ class ReplayStore:
     """By classifier in place of judge; each value: {"failure_mode", "quote", "rationale"}."""
     curation: dict[CurationKey, str] = field(default_factory=dict)
     """Each value: the agent's answer as sent (a Planner's is its JSON decision as text)."""
+    pairwise: dict[PairwiseKey, dict[str, str]] = field(default_factory=dict)
+    """Each value: {"choice", "rationale"}, the choice a screen position ("1", "2") or a tie."""
 
     @classmethod
     def from_jsonl(
@@ -56,10 +61,11 @@ class ReplayStore:
         judgments_path: Path,
         failure_modes_path: Path | None = None,
         curation_path: Path | None = None,
+        pairwise_path: Path | None = None,
     ) -> ReplayStore:
         """Load recordings; a key recorded twice is an error (which one would replay mean?).
-        The failure-mode and curation recordings are optional: without the file, none are
-        served."""
+        The failure-mode, curation and pairwise recordings are optional: without the file,
+        none are served."""
         replies: dict[ReplyKey, str] = {}
         for row in _rows(replies_path):
             key = _reply_key(row)
@@ -92,8 +98,21 @@ class ReplayStore:
                         f"{curation_path.name} line {number}: answer recorded twice for {ckey}"
                     )
                 curation[ckey] = _curation_answer(row, f"{curation_path.name} line {number}")
+        pairwise: dict[PairwiseKey, dict[str, str]] = {}
+        if pairwise_path is not None and pairwise_path.exists():
+            for number, row in enumerate(_rows(pairwise_path), start=1):
+                pkey = pairwise_key(row)
+                if pkey in pairwise:
+                    raise ValueError(
+                        f"{pairwise_path.name} line {number}: verdict recorded twice for {pkey}"
+                    )
+                pairwise[pkey] = {name: row[name] for name in ("choice", "rationale")}
         return cls(
-            replies=replies, judgments=judgments, failure_modes=failure_modes, curation=curation
+            replies=replies,
+            judgments=judgments,
+            failure_modes=failure_modes,
+            curation=curation,
+            pairwise=pairwise,
         )
 
     @classmethod
@@ -106,6 +125,19 @@ class ReplayStore:
         a judge or classifier would send, or a curation agent's answer."""
         if key.kind == "curation":
             return self.curation.get((key.agent, key.unique_id_eval, key.turn))
+        if key.kind == "pairwise":
+            verdict = self.pairwise.get(
+                (
+                    key.unique_id_eval,
+                    key.turn,
+                    key.model,
+                    key.condition,
+                    key.other_model,
+                    key.other_condition,
+                    key.judge,
+                )
+            )
+            return None if verdict is None else json.dumps(verdict, ensure_ascii=False)
         reply_key: ReplyKey = (key.unique_id_eval, key.turn, key.model, key.condition)
         if key.kind == "reply":
             return self.replies.get(reply_key)
@@ -121,6 +153,7 @@ def _demo_store() -> ReplayStore:
         DEMO_DATA_DIR / "judgments.jsonl",
         DEMO_DATA_DIR / "failure_modes.jsonl",
         DEMO_DATA_DIR / "curation.jsonl",
+        DEMO_DATA_DIR / "pairwise_verdicts.jsonl",
     )
 
 
@@ -133,6 +166,19 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
 
 def _reply_key(row: dict[str, Any]) -> ReplyKey:
     return (str(row["unique_id_eval"]), int(row["turn"]), str(row["model"]), str(row["condition"]))
+
+
+def pairwise_key(row: dict[str, Any]) -> PairwiseKey:
+    """A recorded pairwise verdict's key (``pairwise_verdicts.jsonl``)."""
+    return (
+        str(row["unique_id_eval"]),
+        int(row["turn"]),
+        str(row["first_model"]),
+        str(row["first_condition"]),
+        str(row["second_model"]),
+        str(row["second_condition"]),
+        str(row["judge"]),
+    )
 
 
 def _curation_key(row: dict[str, Any], where: str) -> CurationKey:
@@ -212,6 +258,10 @@ def _describe(key: ReplayKey) -> str:
     )
     if key.kind == "failure_mode":
         return described + f" classifier={key.judge}"
+    if key.kind == "pairwise":
+        return described + (
+            f" against model={key.other_model} condition={key.other_condition} judge={key.judge}"
+        )
     return described + (f" judge={key.judge}" if key.kind == "judgment" else "")
 
 

@@ -1,8 +1,14 @@
 // Keyboard-driven annotation workspaces. Every shortcut is declared in the markup:
 //   data-keys="1"           a key (or space-separated keys) that clicks / checks / focuses it
 //   data-shift-keys="3"     Shift + that digit (confidence)
-//   data-check-row          an audit checklist row; its options' data-check-keys answer it,
-//                           the checklist's data-row-next / data-row-previous keys move rows
+//   data-check-row          a checklist row (an audit's, a HALO diagnosis's questions); its
+//                           options' data-check-keys answer it (then the next row, unless the
+//                           row has data-check-stay), the data-row-next / data-row-previous keys
+//                           of its container move rows; hidden rows are skipped
+//   data-focus-on-check="id" an option that, once checked by its key, puts focus in that box
+//   data-show-if="a=x,y;b=z" shown only while field a's value is x or y and b's is z (a checkbox
+//                           is "on" when ticked); hidden, the inputs inside are disabled, so
+//                           they are neither sent nor required (the server drops them anyway)
 //   data-toggle-shortcuts   opens the "?" overlay
 //   data-page-keys="m"      like data-keys, for a control outside #workspace that outlives its
 //                           items (the "show raw" switch); looked for when no item control has
@@ -46,28 +52,79 @@
     else dialog.showModal();
   }
 
-  // --- Audit checklist rows -------------------------------------------------------------
+  // --- Conditional questions ------------------------------------------------------------
+  function valueOf(form, name) {
+    const field = Array.from(form.querySelectorAll(`[name="${CSS.escape(name)}"]`)).find(
+      (el) => !el.disabled && (el.type === "radio" || el.type === "checkbox" ? el.checked : true),
+    );
+    if (!field) return "";
+    return field.type === "checkbox" ? "on" : field.value;
+  }
+
+  function applyConditions(ws) {
+    const form = ws && ws.querySelector("form[data-answer]");
+    if (!form) return;
+    const conditional = Array.from(form.querySelectorAll("[data-show-if]"));
+    if (!conditional.length) return;
+    // Outer conditions first (document order), so an inner one reads enabled controls only.
+    conditional.forEach((el) => {
+      const shown = el.dataset.showIf.split(";").every((clause) => {
+        const [name, values] = clause.split("=");
+        return values.split(",").includes(valueOf(form, name));
+      });
+      el.hidden = !shown;
+      el.querySelectorAll("input, textarea, select").forEach((input) => {
+        input.disabled = Boolean(input.closest("[hidden]"));
+      });
+    });
+    const current = form.querySelector("[data-check-row].current");
+    if (current && current.closest("[hidden]")) moveRow(ws, -1);
+  }
+
+  // --- Checklist rows ---------------------------------------------------------------------
   function rows(ws) {
     return Array.from(ws.querySelectorAll("[data-check-row]"));
   }
 
+  function visible(row) {
+    return !row.closest("[hidden]");
+  }
+
   function moveRow(ws, delta) {
     const all = rows(ws);
-    if (!all.length) return false;
-    let index = all.findIndex((row) => row.classList.contains("current"));
+    if (!all.some(visible)) return false;
+    const from = all.findIndex((row) => row.classList.contains("current"));
+    let index = from < 0 ? 0 : from;
+    // The nearest shown row that way; at either end, the last shown row (or back the other way
+    // when the current row itself was just hidden).
+    let next = -1;
+    for (let i = index + delta; i >= 0 && i < all.length; i += delta) {
+      if (visible(all[i])) {
+        next = i;
+        break;
+      }
+    }
+    if (next < 0) next = visible(all[index]) ? index : all.findIndex(visible);
     all.forEach((row) => row.classList.remove("current"));
-    index = Math.min(all.length - 1, Math.max(0, (index < 0 ? 0 : index) + delta));
-    all[index].classList.add("current");
-    all[index].scrollIntoView({ block: "nearest" });
+    all[next].classList.add("current");
+    all[next].scrollIntoView({ block: "nearest" });
     return true;
   }
 
   function answerRow(ws, key) {
     const current = ws.querySelector("[data-check-row].current");
-    const label = current && current.querySelector(`[data-check-keys~="${key}"]`);
+    const label = current && visible(current) && current.querySelector(`[data-check-keys~="${key}"]`);
     if (!label) return false;
+    const input = label.querySelector("input");
+    if (input && input.type === "checkbox") {
+      input.checked = !input.checked;
+      input.dispatchEvent(new Event("change", { bubbles: true }));
+      const box = input.checked && document.getElementById(label.dataset.focusOnCheck || "");
+      if (box) box.focus();
+      return true;
+    }
     activate(label);
-    moveRow(ws, 1);
+    if (!current.hasAttribute("data-check-stay")) moveRow(ws, 1);
     return true;
   }
 
@@ -133,6 +190,14 @@
     if (event.target.closest("[data-toggle-shortcuts]")) toggleShortcuts();
   });
 
+  // Every change of an answer form re-applies its conditions (before a row moves on: the
+  // change event of a key's answer is dispatched, and handled, inside activate()).
+  document.addEventListener("change", function (event) {
+    if (event.target.closest && event.target.closest("form[data-answer]")) {
+      applyConditions(workspace());
+    }
+  });
+
   // --- Each item: time on it, its draft (static/js/drafts.js), focus -----------------------
   let shownAt = performance.now();
 
@@ -155,6 +220,7 @@
     if (!ws) return;
     ws.dataset.shown = "1";
     if (window.proactbenchDrafts) window.proactbenchDrafts.restoreOnly(ws); // static/js/drafts.js
+    applyConditions(ws); // after the draft: its choices decide what is shown
     ws.querySelectorAll("[data-scroll-current]").forEach(showCurrent);
     // Every item, and every form sent back with a problem, starts with focus on the workspace
     // (htmx would put it back in the text box of the same id), so the keys the page and its

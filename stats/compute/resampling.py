@@ -22,6 +22,9 @@ DEFAULT_SEED = 20260501
 LEADERBOARD_RESAMPLES = 1_000
 HUMAN_RESAMPLES = 10_000
 BATTLE_RESAMPLES = 1_000  # the Bradley–Terry ranking's bootstrap over battles
+# What a request may ask of it: enough for a 95 % percentile interval, and a bounded cost
+# (each resample is one fit: ~1 ms with tens of sources, whatever the battle count).
+BATTLE_RESAMPLES_RANGE = (100, 10_000)
 CONFIDENCE = 0.95
 
 

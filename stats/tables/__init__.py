@@ -32,15 +32,20 @@ TABLE_MODULES = (
     "injection_effect",
     "judge_agreement",
     "judge_self_consistency",
+    "pairwise_judge_consistency",
     "style",
     "disclosure",
     "benchmark_correlation",
     "preference",
+    "arena",
     "failure_modes",
     "failure_modes_llm",
     "failure_modes_llm_vs_human",
     "human_agreement",
     "judge_human_alignment",
+    # HALO diagnosis studies (issue #17)
+    "halo",
+    "halo_comparison",
 )
 """The table modules, listed rather than discovered: importing them registers their tables, and
 this order is the registration order — the order of the dashboard's panels (run tables, then

@@ -5,6 +5,7 @@ lines), and the round trip."""
 
 import io
 import json
+from collections import Counter
 from datetime import datetime
 
 import pytest
@@ -25,7 +26,7 @@ from annotation.models import (
     StudySource,
     StudyStatus,
 )
-from annotation.selectors import study_battles
+from annotation.selectors import study_battle_counts, study_battles
 from annotation.services import battles
 from annotation.services.assignments import answer_submit, answer_undo, assignment_next
 from annotation.services.battles import BATTLE_FIELDS, battles_import
@@ -169,6 +170,62 @@ def test_a_study_of_another_kind_has_no_battles(run, make_study):
     study = make_study("direct_rating", overlap=1)
     with pytest.raises(ValueError, match="no battles"):
         next(study_battles(study=study))
+
+
+def _counted(battles, gold_items=frozenset()) -> Counter:
+    return Counter((b.source_a, b.source_b, b.winner, b.item_id in gold_items) for b in battles)
+
+
+def _counts(study, **options) -> Counter:
+    return Counter(
+        {(c.source_a, c.source_b, c.winner, c.gold): c.count
+         for c in study_battle_counts(study=study, **options)}
+    )  # fmt: skip
+
+
+def test_battle_counts_are_study_battles_counted_by_the_database(
+    run, make_study, make_annotators, researcher
+):
+    """The ranking's read: per sources, winner and gold or not, as many as study_battles gives
+    — undone answers and excluded raters left out alike, gold items told apart."""
+    first = make_study("arena", runs=[run], per_pair=1, name="Keys")
+    key = first.items.order_by("position").first().key
+    users = make_annotators(3)
+    study = make_study(
+        "arena", runs=[run], annotators=users, per_pair=2, gold=f"{key} bothbad", name="Gold"
+    )
+    answer_all(study, users, ARENA_CHOICES)
+    answer_undo(rater=rater(study, users[0]))
+    rater_exclusion_set(rater=rater(study, users[2]), excluded=True, by=researcher)
+    gold = frozenset(study.items.filter(is_gold=True).values_list("pk", flat=True))
+    assert len(gold) == 1
+    for include_excluded in (False, True):
+        battles = list(study_battles(study=study, include_excluded=include_excluded))
+        counts = _counts(study, include_excluded=include_excluded)
+        assert counts == _counted(battles, gold)
+        assert sum(counts.values()) == len(battles) > 0
+    assert any(gold for *_, gold in _counts(study)) and len(_counts(study)) > 4
+    rows = study_battle_counts(study=study)
+    assert rows == sorted(rows, key=lambda c: (c.source_a, c.source_b, c.winner, c.gold))
+
+
+def test_battle_counts_of_pairwise_and_imported_studies(run, make_study, make_annotators):
+    users = make_annotators(2)
+    pairwise = make_study(annotators=users, overlap=2, trigger_type="RECOVERY")
+    answer_all(pairwise, users, ("1", "2", "tie"))
+    imported = import_text(jsonl(*SAMPLE))
+    for study in (pairwise, imported):
+        assert _counts(study) == _counted(study_battles(study=study)), study.kind
+    assert sum(_counts(pairwise).values()) == 2 * pairwise.items.count()
+    # By hand: the file's two q1 lines are one item (gpt-4 side A): each side won once.
+    assert _counts(imported)[("gpt-4", "vicuna-13b", "model_a", False)] == 1
+    assert _counts(imported)[("gpt-4", "vicuna-13b", "model_b", False)] == 1
+    assert sum(_counts(imported).values()) == len(SAMPLE)
+
+
+def test_a_study_of_another_kind_has_no_battle_counts(run, make_study):
+    with pytest.raises(ValueError, match="no battles"):
+        study_battle_counts(study=make_study("direct_rating", overlap=1))
 
 
 # --- Export -----------------------------------------------------------------------------------
@@ -517,3 +574,21 @@ def test_the_release_pairwise_study_reads_as_the_battles_its_raters_clicked():
     assert sorted(exported, key=order) == sorted(expected, key=order)
     again = import_text(jsonl(*exported))
     assert without_study(lines_of(export_command(again.pk))) == exported
+
+
+def test_the_release_pairwise_study_counts_as_its_battles():
+    """An imported release item has no reply here: its model is the record's evaluated_model,
+    in the counts as in study_battles."""
+    items_path = release_file("pairwise_sample_items.sample.json")
+    ratings_path = release_file("pairwise_ratings.sample.jsonl")
+    with items_path.open("rb") as items, ratings_path.open("rb") as ratings:
+        study = study_import(
+            kind="pairwise",
+            items=(items_path.name, items),
+            ratings=[(ratings_path.name, ratings)],
+        )
+    counts = _counts(study)
+    assert counts == _counted(study_battles(study=study))
+    models = {json.loads(items_path.read_text())[0]["evaluated_model"]}
+    assert {source.split(" · ")[0] for source, *_ in counts} >= models
+    assert "unknown" not in {source.split(" · ")[0] for source, *_ in counts}

@@ -35,13 +35,18 @@ def forbidden_strings(run: EvaluationRun) -> list[str]:
     return [*names, *conditions, *units, run.name, *runs, "Case A", "Case B", "model_a", "model_b"]
 
 
-def assert_blind(response, run: EvaluationRun, where: str) -> None:
+def assert_blind_of(response, secrets, where: str) -> None:
+    """Nothing of ``secrets`` in the response's HTML or headers (any case)."""
     text = response.content.decode() + "\n" + "\n".join(f"{k}: {v}" for k, v in response.items())
     lowered = text.lower()
-    for secret in forbidden_strings(run):
+    for secret in secrets:
         assert secret.lower() not in lowered, f"{where} reveals {secret!r}"
+
+
+def assert_blind(response, run: EvaluationRun, where: str) -> None:
+    assert_blind_of(response, forbidden_strings(run), where)
     # The answer form speaks in screen positions only.
-    assert not re.search(r'value="(A|B)"', text), where
+    assert not re.search(r'value="(A|B)"', response.content.decode()), where
 
 
 def walk(client, study, run, record) -> None:
@@ -207,3 +212,47 @@ def test_a_reply_with_a_script_stays_inert_and_its_evidence_is_still_marked(
         assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
         if kind == "adjudication":
             assert re.search(r'<mark class="evidence judge-[ab][^"]*">&lt;script&gt;', html)
+
+
+def test_a_halo_workspace_is_blind_and_each_annotator_sees_its_own_reply_order(
+    run, make_study, make_annotators, client
+):
+    """HALO diagnosis (issue #17): every page of the walk is blind, the replies are "Reply 1 …
+    n" in an order that differs between a checkpoint's two annotators, and the answers posted
+    by position are stored by response."""
+    users = make_annotators(2)
+    study = make_study("halo", annotators=users, overlap=2, condition=Condition.VANILLA)
+    replies = dict(EvaluationUnit.objects.values_list("reply", "pk"))
+    first_shown: dict[str, dict[str, int]] = {}
+    for user in users:
+        client.force_login(user)
+        shown = first_shown.setdefault(user.username, {})
+        assert_blind(client.get(reverse("annotation:home")), run, "home")
+        response = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+        while token := token_of(response):
+            assert_blind(response, run, "halo item")
+            assert_blind(
+                client.get(reverse("annotation:item", args=[study.pk, token])), run, "halo page"
+            )
+            first = re.search(
+                r'id="reply-1">\s*<h3>Reply 1</h3>\s*<div class="text">([^<]*)</div>',
+                response.content.decode(),
+            ).group(1)
+            shown[token] = replies[first.replace("&#x27;", "'")]
+            data = {"idempotency_key": key_of(response)}
+            for n in (1, 2):
+                data.update({f"level_{n}": "L0", f"acceptable_{n}": "yes" if n == 1 else "no"})
+            response = client.post(
+                reverse("annotation:answer", args=[study.pk, token]), data, headers=HTMX
+            )
+            assert_blind(response, run, "halo answer")
+        undone = client.post(reverse("annotation:undo", args=[study.pk]), headers=HTMX)
+        assert_blind(undone, run, "halo undo")
+    one, two = first_shown.values()
+    assert set(one) == set(two) == set(study.items.values_list("token", flat=True))
+    assert all(one[token] != two[token] for token in one)  # each saw the other reply first
+    # Whatever the order, "Reply 1" was accepted: stored by response, mapped back from it.
+    for assignment in Assignment.objects.filter(item__study=study).prefetch_related("answers"):
+        for answer in assignment.answers.all():
+            accepted = [r["response"] for r in answer.details["replies"] if r["acceptable"]]
+            assert accepted == [assignment.display["order"][0]]

@@ -88,6 +88,7 @@ EXPECTED: dict[str, dict[str, int]] = {
     "annotation:rater_exclusion": row(LOGIN, NOT_FOUND, 405, 405),
     "admin:annotation_study_import": ADMIN,
     "admin:annotation_study_import_battles": ADMIN,
+    "admin:annotation_study_import_halo": ADMIN,  # HALO checkpoints (issue #17)
     # Archive / Unarchive buttons: POST only; a GET goes back to the study's page.
     r"admin:annotation_study_(archive|unarchive)": row(LOGIN, LOGIN, LOGIN, 302),
     # Asked for with the rater's study, which has answers: never deleted, only archived.
@@ -116,13 +117,13 @@ EXPECTED: dict[str, dict[str, int]] = {
     "admin:benchmark_dialogue_import": ADMIN,
     "admin:benchmark_evaluationrun_progress": ADMIN,
     "admin:benchmark_evaluationrun_rejudge": ADMIN,
+    "admin:benchmark_evaluationrun_pairwise": ADMIN,
     "admin:benchmark_evaluationrun_action": row(LOGIN, LOGIN, LOGIN, 302),  # GET: back to the run
     "admin:benchmark_curationjob_progress": ADMIN,
     "admin:benchmark_curationjob_action": row(LOGIN, LOGIN, LOGIN, 302),  # GET: back to the job
     # Rows nobody may add, change or delete by hand (records of what happened).
-    r"admin:benchmark_(evaluationunit|judgment|providercall|responsecacheentry)_add": (
-        ADMIN_READ_ONLY_ADD
-    ),
+    r"admin:benchmark_(evaluationunit|judgment|providercall|responsecacheentry|pairwisecomparison"
+    r"|pairwisejudgment)_add": ADMIN_READ_ONLY_ADD,
     r"admin:benchmark_runauditevent_(add|delete)": ADMIN_READ_ONLY_ADD,
     r"admin:axes_(accessattempt|accesslog|accessfailurelog)_add": ADMIN_READ_ONLY_ADD,
     # What annotators did is never added or deleted by hand (nothing a person did is lost).
@@ -281,6 +282,7 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
         ],
         "admin:benchmark_evaluationrun_progress": [run.pk],
         "admin:benchmark_evaluationrun_rejudge": [run.pk],
+        "admin:benchmark_evaluationrun_pairwise": [run.pk],
         "admin:benchmark_evaluationrun_action": [run.pk, "resume"],
         "admin:benchmark_curationjob_progress": [CurationJob.objects.get().pk],
         "admin:benchmark_curationjob_action": [CurationJob.objects.get().pk, "cancel"],

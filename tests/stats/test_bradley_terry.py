@@ -3,6 +3,7 @@ here by other routes (Zermelo's iteration, a per-battle likelihood, closed forms
 connectivity, the bootstrap and the rank rule, and the battles' structure."""
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -56,6 +57,9 @@ PAIR_OUTCOMES = {
     ("beta", "delta"): (3, 1, 1),
     ("alpha", "delta"): (4, 1, 0),
 }
+
+
+PAIR_OUTCOMES_N = [sum(outcomes) for outcomes in PAIR_OUTCOMES.values()]
 
 
 def _fixed_records():
@@ -411,6 +415,46 @@ def test_battles_are_nine_bytes_each_and_read_lazily():
     assert battles.a.tolist() == [1, 2] and battles.b.tolist() == [0, 0]
     assert battles.outcome.tolist() == [0, 3]
     assert battles.a.nbytes + battles.b.nbytes + battles.outcome.nbytes == 9 * len(battles)
+
+
+def test_battles_from_counts_are_each_row_repeated_count_times():
+    """A database's GROUP BY of the fixed dataset gives the same battles, hence the same fit."""
+    records = _fixed_records()
+    counted = [(*record, n) for record, n in sorted(Counter(records).items())]
+    assert len(counted) < len(records)
+    got, expected = Battles.from_counts(counted), Battles.from_records(records)
+    assert got.sources == expected.sources and len(got) == len(expected) == sum(PAIR_OUTCOMES_N)
+    assert (got.a.dtype, got.b.dtype, got.outcome.dtype) == (
+        expected.a.dtype,
+        expected.b.dtype,
+        expected.outcome.dtype,
+    )
+    as_rows = sorted(zip(got.a.tolist(), got.b.tolist(), got.outcome.tolist(), strict=True))
+    assert as_rows == sorted(
+        zip(expected.a.tolist(), expected.b.tolist(), expected.outcome.tolist(), strict=True)
+    )
+    fit, reference = bradley_terry(got, resamples=50), bradley_terry(expected, resamples=50)
+    np.testing.assert_array_equal(fit.rating, reference.rating)
+    np.testing.assert_array_equal(fit.ci_low, reference.ci_low)
+    assert len(Battles.from_counts([])) == 0
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        (("a", "b", TIE, 0), "row 2: count 0 is not a positive integer"),
+        (("a", "b", TIE, -2), "row 2: count -2 is not a positive integer"),
+        (("a", "b", TIE, 1.5), "row 2: count 1.5 is not a positive integer"),
+        (("a", "b", TIE, True), "row 2: count True is not a positive integer"),
+        (("a", "b", TIE), r"row 2: expected \(source_a, source_b, winner, count\)"),
+        (("a", "a", TIE, 3), "row 2: 'a' against itself"),
+        (("a", "b", "Tie", 3), "row 2: winner 'Tie' is not one of"),
+        (None, r"row 2: expected \(source_a, source_b, winner, count\)"),
+    ],
+)
+def test_a_bad_counted_row_is_named(record, message):
+    with pytest.raises(ValueError, match=message):
+        Battles.from_counts([("a", "b", TIE, 2), record, ("a", "b", TIE, 1)])
 
 
 def test_battles_built_from_arrays_are_checked():

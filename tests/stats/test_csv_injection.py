@@ -22,6 +22,7 @@ from annotation.models import Answer, Study
 from benchmark.models import Dialogue, EvaluationRun, Judgment, ModelEndpoint
 from stats import exports, tables
 from stats.exports import RAW_EXPORTS, csv_value
+from tests.stats.conftest import answer_next, create_study, rater_of
 from tests.stats.test_study_exports import studies  # noqa: F401  (the fixture, shared)
 
 pytestmark = pytest.mark.django_db
@@ -43,10 +44,25 @@ def _live_formulas(text: str) -> list[str]:
     ]
 
 
+def _halo_study(run, annotators):
+    """A HALO diagnosis study with one answer rejecting a reply for an other issue (issue #17)."""
+    study = create_study(run, "halo", annotators, overlap=1, max_items=1, name="Diagnose")
+    rejected = {"level": "L3", "acceptable": "no", "timing": "premature"}
+    rejected.update(intensity="excessive", issue_unsupported="on", issue_unsupported_note="x")
+
+    def decide(assignment):
+        data = {f"{k}_1": v for k, v in rejected.items()}
+        return {**data, "level_2": "L0", "acceptable_2": "yes"}
+
+    answer_next(rater_of(study, annotators[0]), decide)
+    return study
+
+
 @pytest.fixture
-def hostile(studies, study_run):  # noqa: F811
-    """The three studies of ``test_study_exports`` and their run, with hostile text in every
-    field people or models write."""
+def hostile(studies, study_run, make_annotators):  # noqa: F811
+    """The three studies of ``test_study_exports``, a HALO study, and their run, with hostile
+    text in every field people or models write."""
+    studies = (*studies, _halo_study(study_run, make_annotators(1)))
     n = len(HOSTILE)
     for i, endpoint in enumerate(ModelEndpoint.objects.order_by("pk")):
         endpoint.display_name = HOSTILE[i % n]
@@ -62,6 +78,8 @@ def hostile(studies, study_run):  # noqa: F811
         if isinstance(checklist, dict):
             for check in checklist.values():
                 check["note"] = LEAK
+        for reply in (answer.details or {}).get("replies") or []:  # HALO: other issues' notes
+            reply["issues"] = dict.fromkeys(reply.get("issues") or {}, LEAK)
         answer.save(update_fields=["note", "details"])
     Study.objects.update(name=Concat(Value("=cmd|"), F("name")))
     EvaluationRun.objects.update(name=Concat(Value("-"), F("name")))

@@ -30,6 +30,7 @@ RUN_SECTIONS = (
     "injection-effect",
     "judge-agreement",
     "judge-self-consistency",
+    "pairwise-judge-consistency",
     "style-sensitivity",
     "style-sensitivity-by-phase",
     "disclosure-distance",
@@ -53,7 +54,7 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     assert "Phase sensitivity: b_m against pass rate" in html
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 12
+    assert len(csv_links) == 13
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -88,7 +89,8 @@ def test_dashboard_query_count_is_fixed(
     # classifier's labels and the failure-mode studies they are compared with; 1 the judges'
     # repeats (self-consistency); 3 the injection effect's other condition (its judge, units
     # and verdicts)
-    with django_assert_max_num_queries(25):  # leaderboard-by-domain reads the domain names: 1
+    # leaderboard-by-domain reads the domain names: 1; pairwise judge consistency its verdicts: 1
+    with django_assert_max_num_queries(26):
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -232,14 +234,37 @@ DEMO_ANSWERS = {
     "adjudication": lambda n: {"verdict": ("PARTIAL", "FAIL")[n % 2]},
     "failure_mode": lambda n: {"label": ("generic_closing", "other")[n % 2], "note": "x"},
     "dialogue_audit": lambda n: {**AUDIT_YES, "decision": "pass"},
+    # HALO (issue #17): three replies; the second rejected as a premature, excessive action.
+    "halo": lambda n: {
+        **{f"level_{r}": ("L0", "L3", "L1")[r - 1] for r in (1, 2, 3)},
+        **{f"acceptable_{r}": "no" if r == 2 or n % 2 else "yes" for r in (1, 2, 3)},
+        **{f"timing_{r}": "premature" for r in (2, 3)},
+        **{f"intensity_{r}": "excessive" for r in (2, 3)},
+    },
 }
 STUDY_SECTIONS = {
-    "pairwise": {"preference", "preference-raters", "human-agreement"},
-    "arena": {"human-agreement"},
+    "pairwise": {
+        "preference",
+        "preference-raters",
+        "arena-ranking",
+        "arena-pairs",
+        "human-agreement",
+    },
+    "arena": {"arena-ranking", "arena-pairs", "human-agreement"},
     "direct_rating": {"human-agreement"},
     "adjudication": {"human-agreement"},
     "failure_mode": {"failure-modes", "human-agreement"},
     "dialogue_audit": {"human-agreement"},
+    "halo": {
+        "halo-acceptability",
+        "halo-proactivity",
+        "halo-timing-intensity",
+        "halo-levels",
+        "halo-paired",
+        "halo-effort",
+        "halo-effort-correlation",
+        "halo-agreement",
+    },
 }
 
 
@@ -271,12 +296,26 @@ def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_f
         html = response.content.decode()
         assert response.status_code == 200
         assert _sections(html) == STUDY_SECTIONS[study.kind] | set(RUN_SECTIONS)
-        assert 'class="error"' not in html, study.kind
+        errors = re.findall(r'<p class="error">([^<]*)</p>', html)
+        if study.kind == "pairwise":
+            # Each model's vanilla against its rubric-injected reply: a group of two sources per
+            # model, which the ranking names rather than rank against each other.
+            assert len(errors) == 2 and all("is not connected" in e for e in errors), errors
+            groups = re.findall(r"\{([^}]*)\}", errors[0])
+            assert len(groups) >= 2
+            for group in groups:
+                model = group.split(" · ")[0]
+                assert group == f"{model} · rubric-injected, {model} · vanilla"
+        else:
+            assert not errors, (study.kind, errors)
         assert f"Study {study.pk} · {study.name}" in html
         assert f"/api/v1/exports/votes.csv?study={study.pk}" in html
         for link in re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html):
             if f"study={study.pk}" in link:
-                assert client.get(link.replace("&amp;", "&")).status_code == 200
+                # The pairwise study's ranking: the same message, as a 400.
+                disconnected = study.kind == "pairwise" and "/tables/arena-" in link
+                status = client.get(link.replace("&amp;", "&")).status_code
+                assert status == (400 if disconnected else 200), link
     pairwise = next(s for s in studies if s.kind == "pairwise")
     html = client.get(DASHBOARD, {"study": pairwise.pk}).content.decode()
     assert html.count("<svg") == 7  # the run's six, and the preference bars
@@ -296,7 +335,8 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    with django_assert_max_num_queries(32):  # 25 without a study
+    # 26 without a study; the ranking panels of its battles add 2 (raters, battle counts)
+    with django_assert_max_num_queries(35):
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

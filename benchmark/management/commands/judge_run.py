@@ -1,8 +1,13 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmark.evaluation import runs
-from benchmark.management.run_commands import command_user, endpoints_named, watch_run
-from benchmark.models import AuditVia, EvaluationRun
+from benchmark.management.run_commands import (
+    command_user,
+    endpoints_named,
+    run_named,
+    watch_run,
+)
+from benchmark.models import AuditVia
 
 
 class Command(BaseCommand):
@@ -33,7 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-wait", action="store_true")
 
     def handle(self, *args, **o):
-        run = self._run(o["run"])
+        run = run_named(o["run"])
         judges = endpoints_named(",".join(o["judge"]), option="--judge") if o["judge"] else []
         classifier = None
         if o["classifier"]:
@@ -56,14 +61,3 @@ class Command(BaseCommand):
         )
         if not o["no_wait"]:
             watch_run(run, self.stdout)
-
-    def _run(self, ref: str) -> EvaluationRun:
-        run = EvaluationRun.objects.filter(pk=int(ref)).first() if ref.isdigit() else None
-        if run is None:
-            named = list(EvaluationRun.objects.filter(name=ref)[:2])
-            if len(named) > 1:
-                raise CommandError(f"RUN: several runs are named {ref!r}: give its id")
-            run = named[0] if named else None
-        if run is None:
-            raise CommandError(f"RUN: no run with id or name {ref!r}")
-        return run

@@ -5,7 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from benchmark.models import Condition, EvaluationRun
 from stats import selectors, tables
-from stats.compute.resampling import DEFAULT_SEED
+from stats.compute.bradley_terry import TIE_RULES
+from stats.compute.resampling import BATTLE_RESAMPLES, BATTLE_RESAMPLES_RANGE, DEFAULT_SEED
 from stats.exports import table_csv
 from stats.release_files import ReleaseFileError
 
@@ -62,6 +63,34 @@ class Command(BaseCommand):
             "(default), or the release's (numpy.random.default_rng(seed), items in file order; "
             "with --seed 2026 it reproduces the published CI)",
         )
+        parser.add_argument(
+            "--battles",
+            default="study",
+            help="ranking tables (arena-ranking, arena-pairs): where the battles come from: "
+            + ", ".join(selectors.BATTLE_SOURCES)
+            + " (the live answers of the arena or pairwise study given by --study; default)",
+        )
+        parser.add_argument(
+            "--ties",
+            choices=TIE_RULES,
+            default="half",
+            help="ranking tables: a tie counts as half a win to each side (half, default), or "
+            "ties are left out (exclude)",
+        )
+        parser.add_argument(
+            "--anchor",
+            default="",
+            help="ranking tables: the source whose rating is fixed at 1000 (default: the mean "
+            "rating is 1000)",
+        )
+        parser.add_argument(
+            "--resamples",
+            type=int,
+            default=BATTLE_RESAMPLES,
+            help="ranking tables: bootstrap resamples of the battles "
+            f"({BATTLE_RESAMPLES_RANGE[0]:,} to {BATTLE_RESAMPLES_RANGE[1]:,}; default "
+            f"{BATTLE_RESAMPLES:,})",
+        )
         parser.add_argument("--out", type=Path, help="write here instead of standard output")
 
     def handle(
@@ -78,6 +107,10 @@ class Command(BaseCommand):
         release_dir,
         majority,
         stream,
+        battles,
+        ties,
+        anchor,
+        resamples,
         out,
         **options,
     ):
@@ -100,6 +133,10 @@ class Command(BaseCommand):
             seed=seed,
             majority=majority,
             stream=stream,
+            battles=battles,
+            ties=ties,
+            anchor=anchor,
+            resamples=resamples,
         )
         try:
             result = tables.build(table, request)

@@ -2,7 +2,8 @@
 
 The fake vendor server holds its responses at a gate while the worker is killed, so the calls in
 flight at that moment are never completed; another worker then resumes the run. Afterwards every
-unit has exactly one result, and no request that had completed once was ever sent again.
+unit has exactly one result (every pairwise comparison one verdict per order), and no request that
+had completed once was ever sent again.
 """
 
 import os
@@ -17,7 +18,7 @@ from django.conf import settings
 from django.db import connection
 
 from benchmark.corpus.importer import corpus_import
-from benchmark.evaluation import runs
+from benchmark.evaluation import pairwise, runs
 from benchmark.models import (
     AuditVia,
     Dialogue,
@@ -27,6 +28,7 @@ from benchmark.models import (
     JudgeDisagreement,
     Judgment,
     ModelEndpoint,
+    PairwiseJudgment,
     ProviderCall,
     ResponseCacheEntry,
     RunStatus,
@@ -35,7 +37,7 @@ from benchmark.models import (
 from core.processes import celery_worker_argv
 from proactweb.celery import app as celery_app
 from tests.factories import jsonl_bytes, records_for, stream
-from tests.fakes.vendor_server import FakeVendorServer
+from tests.fakes.vendor_server import FakeVendorServer, Fault
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -257,3 +259,94 @@ def test_rejudge_on_a_real_worker_killed_mid_way_then_resumed_asks_each_answer_o
         ProviderCall.objects.filter(run=run, ok=True).values_list("cache_key", flat=True)
     )
     assert max(paid.values()) == 1  # nothing paid for twice
+
+
+def _pairwise_reply(body):
+    """The second model answers otherwise; the pairwise judge prefers whatever it sees first."""
+    if body["model"] == "crash-pairwise":
+        return '{"choice": "1", "rationale": "The first one is more concrete."}'
+    if body["model"] == "crash-model-2":
+        return "Have a great event!"
+    return _reply(body)
+
+
+def test_pairwise_judging_on_a_real_worker_killed_mid_way_then_resumed_asks_each_order_once(
+    queue, settings
+):
+    settings.EVAL_BATCH_SIZE = BATCH
+    corpus_import(stream=stream(jsonl_bytes(records_for(4))))
+    with FakeVendorServer(reply=_pairwise_reply, latency_s=0.05) as server:
+        model, model_2, judge, pairwise_judge = (
+            ModelEndpoint.objects.create(
+                name=name,
+                display_name=name,
+                provider="openai-compatible",
+                model_name=name,
+                base_url=server.openai_base_url,
+            )
+            for name in ("crash-model", "crash-model-2", "crash-judge", "crash-pairwise")
+        )
+        run = runs.run_create(
+            name="pairwise",
+            endpoints=[model, model_2],
+            judges=[judge],
+            dialogues=Dialogue.objects.all(),
+        )
+        EvaluationRun.objects.filter(pk=run.pk).update(lease_seconds=1)
+        comparisons = 4 * 3  # one pair of models at each of the 12 triggers
+        run_row = EvaluationRun.objects.filter(pk=run.pk)
+        workers = [_start_worker(queue)]
+        try:
+            runs.run_launch(run_id=run.pk)
+            _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the run to finish")
+            paid_before = Counter(
+                ProviderCall.objects.filter(run=run).values_list("purpose", flat=True)
+            )
+            # The first 6 pairwise calls are answered at once, the next ones only after 15 s:
+            # the kill lands while they are held, whatever the machine's pace.
+            server.script(*[Fault.slow(0.0)] * 6, *[Fault.slow(15.0)] * 18)
+            outcome = pairwise.run_pairwise_judge(
+                run_id=run.pk, judges=[pairwise_judge], via=AuditVia.COMMAND
+            )
+            assert outcome.created == comparisons
+            verdicts = PairwiseJudgment.objects.filter(comparison__run=run)
+            _wait(lambda: verdicts.count() >= 4, 60, "some pairwise verdicts")
+            server.wait_for(lambda log: sum(r.outcome == "pending" for r in log) >= 1, timeout_s=30)
+            completed = sum(r.outcome == "completed" for r in server.requests())
+            cached = ResponseCacheEntry.objects.all()
+            _wait(lambda: cached.count() >= completed, 10, "completed calls to be cached")
+            workers[0].send_signal(signal.SIGKILL)  # mid-call
+            workers[0].wait(timeout=10)
+            assert verdicts.count() < 2 * comparisons, "the kill came too late to test anything"
+            time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
+            workers.append(_start_worker(queue))
+            runs.run_resume(run_id=run.pk)
+            _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the pairwise step to end")
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGTERM)
+                    try:
+                        worker.wait(timeout=20)
+                    except subprocess.TimeoutExpired:
+                        worker.kill()
+        log = server.requests()
+
+    # One verdict per comparison and order, each mapped back from "1" to the side shown first.
+    assert verdicts.count() == 2 * comparisons
+    assert set(verdicts.values_list("order", "winner", "state")) == {
+        ("ab", "model_a", "done"),
+        ("ba", "model_b", "done"),
+    }
+    paid = Counter(ProviderCall.objects.filter(run=run).values_list("purpose", flat=True))
+    assert paid == {**paid_before, "pairwise": 2 * comparisons}  # no reply, no verdict again
+    by_key = Counter(
+        ProviderCall.objects.filter(run=run, ok=True).values_list("cache_key", flat=True)
+    )
+    assert max(by_key.values()) == 1  # nothing paid for twice
+    assert any(r.outcome == "aborted" for r in log)  # the kill really interrupted calls
+    completed_at: set[str] = set()
+    for entry in log:
+        assert entry.request_hash not in completed_at, "a completed request was sent again"
+        if entry.outcome == "completed":
+            completed_at.add(entry.request_hash)
