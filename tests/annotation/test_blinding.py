@@ -235,8 +235,10 @@ def test_a_halo_workspace_is_blind_and_each_annotator_sees_its_own_reply_order(
                 client.get(reverse("annotation:item", args=[study.pk, token])), run, "halo page"
             )
             first = re.search(
-                r'id="reply-1">\s*<h3>Reply 1</h3>\s*<div class="text">([^<]*)</div>',
+                r'id="reply-1">\s*<h3>Reply 1</h3>\s*<div class="md-text">.*?'
+                r'<div class="md-raw">([^<]*)</div>',
                 response.content.decode(),
+                re.S,
             ).group(1)
             shown[token] = replies[first.replace("&#x27;", "'")]
             data = {"idempotency_key": key_of(response)}
