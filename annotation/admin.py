@@ -417,7 +417,6 @@ class StudyAdmin(admin.ModelAdmin):
                 return redirect("admin:annotation_study_change", study.pk)
         return TemplateResponse(request, "admin/annotation/study/import_halo.html", context)
 
-
     def import_proposals_view(self, request: HttpRequest) -> HttpResponse:
         """Upload a file of contexts and proposals: an open proposal-review study (the same
         service as ``import_proposals``)."""

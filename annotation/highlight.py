@@ -11,15 +11,19 @@ per-character state). Quotes are looked for in the reply's first
 ``PROACTBENCH_EVIDENCE_MAX_CHARS`` characters, as in grading. A reply longer than
 ``PROACTBENCH_DISPLAY_MAX_CHARS`` is shown cut with "show all" (``highlight``), its marks on
 both sides of the cut.
+
+Pages show a reply as Markdown beside its raw text (core/markdown.py): the marks are the same
+source spans, written into the escaped raw text and carried onto the rendered text by
+alignment.
 """
 
 from collections import Counter
 
-from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 
 from benchmark.evaluation.evidence import max_graded_chars, raw_pattern, split_fragments
-from core.long_text import cut_text, display_cut
+from core.long_text import display_cut
+from core.markdown import Piece, readable
 
 
 def quote_spans(reply: str, evidence: str) -> list[tuple[int, int]]:
@@ -34,27 +38,30 @@ def quote_spans(reply: str, evidence: str) -> list[tuple[int, int]]:
 
 
 def highlight(reply: str, marks: list[tuple[str, str]]) -> SafeString:
-    """The reply as HTML with each (css class, evidence) quote marked. Overlapping quotes get
-    one mark carrying both classes. A reply longer than the display cap is cut, the rest
-    under "show all" (core/long_text.py) and marked there too: a cut that would fall inside a
-    mark moves back to where the mark begins (so a quote reads whole on one side), unless
-    that is more than half the shown text away; then the mark is split in two at the cut."""
+    """The reply as pages show it (core/markdown.py: rendered Markdown beside the raw text)
+    with each (css class, evidence) quote marked in both; overlapping quotes get one mark
+    carrying both classes. A reply longer than the display cap is cut (``_cut``), the rest
+    under "show all" (core/long_text.py) and marked there too."""
     pieces = _pieces(reply, marks)
+    return readable(reply, pieces=pieces, cut=_cut(reply, pieces), whole=True)
+
+
+def _cut(reply: str, pieces: list[Piece]) -> int | None:
+    """Where a long reply is cut: at the display cap's cut, moved back to where a mark begins
+    when it would fall inside one (so a quote reads whole on one side), unless that is more
+    than half the shown text away; then the mark is split in two at the cut."""
     cut = display_cut(reply)
     if cut is None:
-        return mark_safe("".join(_piece(reply[a:b], on) for a, b, on in pieces))  # noqa: S308
+        return None
     for a, b, on in pieces:
         if a < cut < b:
             if on and a >= cut // 2:
                 cut = a
             break
-    shown = "".join(_piece(reply[a : min(b, cut)], on) for a, b, on in pieces if a < cut)
-    rest = "".join(_piece(reply[max(a, cut) : b], on) for a, b, on in pieces if b > cut)
-    # noqa below: every piece of the reply is escaped in _piece
-    return cut_text(mark_safe(shown), mark_safe(rest), len(reply) - cut)  # noqa: S308
+    return cut
 
 
-def _pieces(reply: str, marks: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
+def _pieces(reply: str, marks: list[tuple[str, str]]) -> list[Piece]:
     """The reply as consecutive (start, end, classes marking it) pieces, from 0 to its end;
     the classes as one shared string per combination (a reply has thousands of pieces)."""
     # +1 where a class's span opens, -1 where it closes; a class is on while its count is > 0.
@@ -64,7 +71,7 @@ def _pieces(reply: str, marks: list[tuple[str, str]]) -> list[tuple[int, int, st
             changes.setdefault(start, Counter())[css_class] += 1
             changes.setdefault(end, Counter())[css_class] -= 1
     active: Counter[str] = Counter()
-    pieces: list[tuple[int, int, str]] = []
+    pieces: list[Piece] = []
     classes: dict[frozenset[str], str] = {}
     previous = 0
     for boundary in sorted(changes):
@@ -83,11 +90,3 @@ def _classes(active: Counter[str], known: dict[frozenset[str], str]) -> str:
     if key not in known:
         known[key] = " ".join(sorted(key))
     return known[key]
-
-
-def _piece(text: str, classes: str) -> str:
-    if not text:
-        return ""
-    if classes:
-        return f'<mark class="evidence {classes}">{escape(text)}</mark>'
-    return str(escape(text))

@@ -10,10 +10,10 @@ followed by "… N more characters" and a "show all" control (``components/long_
 - without one (the annotation workspace, whose URLs must reveal nothing about the reply), the
   rest is in a closed ``<details>``: in the page, but not laid out until opened.
 
-Texts are plain text, never markup: the cut is made in the source text, before escaping, so
-no entity or tag can be split. It falls on the last paragraph break, line break or space in the
-window's last tenth, else at the cap, moved back off a combining mark or a joiner so that no
-character is cut from its accents.
+The cut is made in the source text, before escaping or rendering (core/markdown.py renders
+each side of it), so no entity or tag can be split. It falls on the last paragraph break, line
+break or space in the window's last tenth, else at the cap, moved back off a combining mark or
+a joiner so that no character is cut from its accents.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import unicodedata
 
 from django.conf import settings
 from django.template.loader import render_to_string
-from django.utils.html import escape
 from django.utils.safestring import SafeString
 
 # A cut at a space this far back from the cap (a tenth of it) reads better than one mid-word.
@@ -56,22 +55,20 @@ def _joins_previous(char: str) -> bool:
     return bool(unicodedata.combining(char)) or unicodedata.category(char) in ("Mn", "Me", "Cf")
 
 
-def long_text(text: str, *, full_url: str = "") -> SafeString:
-    """``text`` escaped; cut, with its "show all" control, when it is longer than the display
-    cap."""
-    cut = display_cut(text)
-    if cut is None:
-        return escape(text)
-    rest = SafeString("") if full_url else escape(text[cut:])  # fetched from full_url instead
-    return cut_text(escape(text[:cut]), rest, len(text) - cut, full_url=full_url)
-
-
 def cut_text(
-    shown: SafeString, rest: SafeString, rest_chars: int, *, full_url: str = ""
+    shown: SafeString,
+    rest: SafeString,
+    rest_chars: int,
+    *,
+    full_url: str = "",
+    block: bool = False,
+    target: str = "closest .long-text",
 ) -> SafeString:
     """The markup of a text shown cut: ``shown`` and ``rest`` are its two parts as HTML,
-    already made safe (escaped text, or a highlighter's escaped text with marks); ``rest`` is
-    not written when there is a ``full_url`` to fetch the whole text from."""
+    already made safe (escaped text, a highlighter's escaped text with marks, or sanitised
+    Markdown: ``block``, in a div rather than a span); ``rest`` is not written when there is a
+    ``full_url`` to fetch the whole text from, swapped in for the ``target`` element (htmx's
+    ``hx-target``)."""
     # An autoescaped template's output, with no whitespace around it (see the template).
     return render_to_string(
         "components/long_text.html",
@@ -81,5 +78,7 @@ def cut_text(
             "more": f"{rest_chars:,}",
             "rest_chars": rest_chars,
             "full_url": full_url,
+            "tag": "div" if block else "span",
+            "target": target,
         },
     )

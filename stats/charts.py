@@ -6,6 +6,11 @@ A ``Chart`` is a list of shapes in a fixed-size view box; the builders below mak
 kinds the dashboard uses: CI bars (leaderboard, preference), grouped CI bars (phase breakdown),
 stacked shares (failure modes), a scatter with CI whiskers (style sensitivity), intervals on
 the data's own scale (the arena's ratings) and a heatmap of shares (the arena's win rates).
+
+Every mark carries its value as a ``<title>`` (the browser's tooltip on hover, read out by
+screen readers): a bar, its CI whiskers and its value label, a share, a point, a cell. A row of
+bars or intervals also gets an invisible ``hit`` rectangle across the whole row with the same
+title, so that a mark too thin to point at still shows its value.
 """
 
 from __future__ import annotations
@@ -15,15 +20,17 @@ from dataclasses import dataclass, field
 from typing import TypeGuard
 
 WIDTH = 640
-LABEL_W = 170
-RIGHT_PAD = 56
-ROW_H = 22
-TOP = 26
+LABEL_W = 190
+RIGHT_PAD = 60
+ROW_H = 28
+TOP = 28
+# Labels are 14 view-box units tall (app.css: figure.chart svg); a row's text sits on this line.
+TEXT_DY = 19
 
 
 @dataclass(frozen=True)
 class Shape:
-    kind: str  # rect, line, text, circle
+    kind: str  # rect, line, text, circle; hit: an invisible rect that only holds a title
     x: float = 0
     y: float = 0
     w: float = 0
@@ -83,27 +90,39 @@ def ci_bars(
         chart.add("line", x=x, y=TOP - 2, x2=x, y2=height - 8, css="reference")
     for i, (label, value, low, high) in enumerate(rows):
         y = TOP + i * ROW_H
-        chart.add("text", x=LABEL_W - 8, y=y + 15, text=label, css="label", anchor="end")
         if not _ok(value):
-            chart.add("text", x=LABEL_W + 4, y=y + 15, text="no data", css="tick")
+            chart.add("text", x=LABEL_W - 8, y=y + TEXT_DY, text=label, css="label", anchor="end")
+            chart.add("text", x=LABEL_W + 4, y=y + TEXT_DY, text="no data", css="tick")
             continue
         ci = f" [{_pct(low)}, {_pct(high)}]" if _ok(low) else ""
+        title = f"{label}: {_pct(value)}{ci}"
+        chart.add("hit", x=0, y=y, w=WIDTH, h=ROW_H, title=title)
+        chart.add(
+            "text", x=LABEL_W - 8, y=y + TEXT_DY, text=label, css="label", anchor="end", title=title
+        )
         chart.add(
             "rect",
             x=LABEL_W,
-            y=y + 4,
+            y=y + 5,
             w=max(value * plot_w, 0.5),
-            h=ROW_H - 8,
+            h=ROW_H - 10,
             css=css,
-            title=f"{label}: {_pct(value)}{ci}",
+            title=title,
         )
         if _ok(low) and _ok(high):
             cy = y + ROW_H / 2
             x_low, x_high = LABEL_W + low * plot_w, LABEL_W + high * plot_w
-            chart.add("line", x=x_low, y=cy, x2=x_high, y2=cy, css="whisker")
+            chart.add("line", x=x_low, y=cy, x2=x_high, y2=cy, css="whisker", title=title)
             for x in (x_low, x_high):
-                chart.add("line", x=x, y=cy - 4, x2=x, y2=cy + 4, css="whisker")
-        chart.add("text", x=LABEL_W + plot_w + 6, y=y + 15, text=_pct(value), css="value")
+                chart.add("line", x=x, y=cy - 5, x2=x, y2=cy + 5, css="whisker", title=title)
+        chart.add(
+            "text",
+            x=LABEL_W + plot_w + 6,
+            y=y + TEXT_DY,
+            text=_pct(value),
+            css="value",
+            title=title,
+        )
     return chart
 
 
@@ -116,8 +135,8 @@ def grouped_ci_bars(
     """Per group (a model), one thin bar per series (a trigger type) with CI whiskers.
     ``series`` is [(key, css class)] in drawing order."""
     plot_w = WIDTH - LABEL_W - RIGHT_PAD
-    bar_h = 9
-    group_h = bar_h * len(series) + 10
+    bar_h = 11
+    group_h = bar_h * len(series) + 12
     height = TOP + group_h * len(groups) + 10
     chart = Chart(title, WIDTH, height, legend=[(css, key.title()) for key, css in series])
     _axis(chart, LABEL_W, LABEL_W + plot_w, TOP, height - 8)
@@ -126,14 +145,16 @@ def grouped_ci_bars(
     for g, (label, bars) in enumerate(groups):
         y0 = TOP + g * group_h
         chart.add(
-            "text", x=LABEL_W - 8, y=y0 + group_h / 2 + 4, text=label, css="label", anchor="end"
+            "text", x=LABEL_W - 8, y=y0 + group_h / 2 + 5, text=label, css="label", anchor="end"
         )
         values = {key: (value, low, high) for key, value, low, high in bars}
         for s, key in enumerate(order):
             if key not in values or not _ok(values[key][0]):
                 continue
             value, low, high = values[key]
-            y = y0 + 4 + s * bar_h
+            y = y0 + 5 + s * bar_h
+            title = f"{label} · {key.title()}: {_pct(value)} [{_pct(low)}, {_pct(high)}]"
+            chart.add("hit", x=0, y=y, w=WIDTH, h=bar_h, title=title)
             chart.add(
                 "rect",
                 x=LABEL_W,
@@ -141,7 +162,7 @@ def grouped_ci_bars(
                 w=max(value * plot_w, 0.5),
                 h=bar_h - 2,
                 css=css_of[key],
-                title=f"{label} · {key.title()}: {_pct(value)} [{_pct(low)}, {_pct(high)}]",
+                title=title,
             )
             if _ok(low) and _ok(high):
                 cy = y + (bar_h - 2) / 2
@@ -152,6 +173,7 @@ def grouped_ci_bars(
                     x2=LABEL_W + high * plot_w,
                     y2=cy,
                     css="whisker",
+                    title=title,
                 )
     return chart
 
@@ -171,7 +193,15 @@ def stacked_shares(
     labels = {key: (label, css) for key, label, css in categories}
     for i, (row_label, shares) in enumerate(rows):
         y = TOP + i * ROW_H
-        chart.add("text", x=LABEL_W - 8, y=y + 15, text=row_label, css="label", anchor="end")
+        summary = "; ".join(
+            f"{labels[key][0]} {_pct(share)}" for key, share in shares if _ok(share) and share > 0
+        )
+        title = f"{row_label}: {summary or 'no data'}"
+        chart.add("hit", x=0, y=y, w=WIDTH, h=ROW_H, title=title)
+        chart.add(
+            "text", x=LABEL_W - 8, y=y + TEXT_DY, text=row_label, css="label", anchor="end",
+            title=title,
+        )  # fmt: skip
         x: float = LABEL_W
         for key, share in shares:
             if not _ok(share) or share <= 0:
@@ -180,9 +210,9 @@ def stacked_shares(
             chart.add(
                 "rect",
                 x=x,
-                y=y + 4,
+                y=y + 5,
                 w=share * plot_w,
-                h=ROW_H - 8,
+                h=ROW_H - 10,
                 css=css,
                 title=f"{row_label} · {label}: {_pct(share)}",
             )
@@ -200,8 +230,8 @@ def scatter(
 ) -> Chart:
     """Labelled points (label, x in 0–1, y, y CI low, y CI high) with vertical CI whiskers; the
     y axis spans the data (and the reference line)."""
-    height = 320
-    left, right, top, bottom = 56, WIDTH - 24, 20, height - 44
+    height = 350
+    left, right, top, bottom = 60, WIDTH - 24, 36, height - 48
     chart = Chart(title, WIDTH, height)
     values = [v for _, _, y, lo, hi in points for v in (y, lo, hi) if _ok(v)]
     if reference_y is not None:
@@ -239,20 +269,15 @@ def scatter(
     chart.add(
         "text", x=(left + right) / 2, y=height - 8, text=x_label, css="axis-label", anchor="middle"
     )
-    chart.add("text", x=12, y=top - 6, text=y_label, css="axis-label")
+    chart.add("text", x=12, y=top - 16, text=y_label, css="axis-label")
     for label, x, y, low, high in points:
         if not (_ok(x) and _ok(y)):
             continue
+        ci = f" [{low:.2f}, {high:.2f}]" if _ok(low) and _ok(high) else ""
+        title = f"{label}: {x_label} {_pct(x)}, {y_label} {y:.2f}{ci}"
         if _ok(low) and _ok(high):
-            chart.add("line", x=sx(x), y=sy(low), x2=sx(x), y2=sy(high), css="whisker")
-        chart.add(
-            "circle",
-            x=sx(x),
-            y=sy(y),
-            r=4,
-            css="point",
-            title=f"{label}: {x_label} {_pct(x)}, {y_label} {y:.2f}",
-        )
+            chart.add("line", x=sx(x), y=sy(low), x2=sx(x), y2=sy(high), css="whisker", title=title)
+        chart.add("circle", x=sx(x), y=sy(y), r=5, css="point", title=title)
         right_half = x > 0.6  # keep the label inside the plot
         chart.add(
             "text",
@@ -261,6 +286,7 @@ def scatter(
             text=label,
             css="point-label",
             anchor="end" if right_half else "start",
+            title=title,
         )
     return chart
 
@@ -308,25 +334,25 @@ def intervals(
     for i, (label, value, low, high, detail) in enumerate(rows):
         y = TOP + i * ROW_H
         cy = y + ROW_H / 2
-        chart.add("text", x=LABEL_W - 8, y=y + 15, text=label, css="label", anchor="end")
         if not _ok(value):
-            chart.add("text", x=LABEL_W + 4, y=y + 15, text="no data", css="tick")
+            chart.add("text", x=LABEL_W - 8, y=y + TEXT_DY, text=label, css="label", anchor="end")
+            chart.add("text", x=LABEL_W + 4, y=y + TEXT_DY, text="no data", css="tick")
             continue
         shown = f"{value:.{digits}f}"
         interval = f" [{low:.{digits}f}, {high:.{digits}f}]" if _ok(low) and _ok(high) else ""
-        if _ok(low) and _ok(high):
-            chart.add("line", x=sx(low), y=cy, x2=sx(high), y2=cy, css="whisker")
-            for x in (sx(low), sx(high)):
-                chart.add("line", x=x, y=cy - 4, x2=x, y2=cy + 4, css="whisker")
+        title = f"{label}: {shown}{interval}" + (f" · {detail}" if detail else "")
+        chart.add("hit", x=0, y=y, w=WIDTH, h=ROW_H, title=title)
         chart.add(
-            "circle",
-            x=sx(value),
-            y=cy,
-            r=4,
-            css="point",
-            title=f"{label}: {shown}{interval}" + (f" · {detail}" if detail else ""),
+            "text", x=LABEL_W - 8, y=y + TEXT_DY, text=label, css="label", anchor="end", title=title
         )
-        chart.add("text", x=LABEL_W + plot_w + 6, y=y + 15, text=shown, css="value")
+        if _ok(low) and _ok(high):
+            chart.add("line", x=sx(low), y=cy, x2=sx(high), y2=cy, css="whisker", title=title)
+            for x in (sx(low), sx(high)):
+                chart.add("line", x=x, y=cy - 5, x2=x, y2=cy + 5, css="whisker", title=title)
+        chart.add("circle", x=sx(value), y=cy, r=5, css="point", title=title)
+        chart.add(
+            "text", x=LABEL_W + plot_w + 6, y=y + TEXT_DY, text=shown, css="value", title=title
+        )
     return chart
 
 
@@ -378,5 +404,6 @@ def heatmap(
                     text=f"{100 * share:.0f}%",
                     css="cell-value",
                     anchor="middle",
+                    title=tooltip,
                 )
     return chart

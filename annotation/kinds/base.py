@@ -85,6 +85,7 @@ COMMON_SHORTCUTS = (
     ),
     Shortcut("Esc", "leave the text box (shortcuts work again)"),
     Shortcut("u", "undo your last answer in this study"),
+    Shortcut("m", "show the texts raw, as written, or rendered (Markdown)"),
     Shortcut("?", "show or hide this list"),
 )
 

@@ -9,7 +9,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from annotation.kinds.base import StudyKind
-from core.long_text import long_text, max_display_chars
+from core.markdown import readable
 
 register = template.Library()
 
@@ -93,29 +93,35 @@ def hidden(field: BoundField) -> SafeString:
     )
 
 
+# A conversation this long folds its earlier messages (all but the last two) under a summary.
+CHAT_FOLD_AFTER = 4
+
+
 @register.filter
 def chat_bubbles(messages: list[dict]) -> SafeString:
-    """A conversation's bubbles (``components/chat.html``), the last one marked current. In
-    Python rather than a template loop: a workspace shows up to twenty messages on every
-    request, and Django's loop cost a thousand calls for them. Texts are model and corpus
-    output: escaped (the standard library's ``html.escape``, quotes included), never markup;
-    one longer than the display cap is cut, its rest folded under "show all" (core/long_text:
-    the workspace's URLs must not tell which reply is which, so the rest is not fetched)."""
+    """A conversation's bubbles (``components/chat.html``), the last one (the trigger turn's
+    user message) marked current. In Python rather than a template loop: a workspace shows up
+    to twenty messages on every request, and Django's loop cost a thousand calls for them.
+    Texts are model and corpus output, shown as ``core.markdown.readable`` (sanitised Markdown
+    beside the escaped raw text); one longer than the display cap is cut, its rest folded
+    under "show all" (the workspace's URLs must not tell which reply is which, so the rest is
+    not fetched). In a conversation of more than ``CHAT_FOLD_AFTER`` messages the earlier
+    ones are in an open ``<details>``: collapsible without JavaScript."""
     last = len(messages) - 1
-    return SafeString(
-        "\n".join(
-            f'<div class="bubble {escape(m["role"])}{" is-current" if n == last else ""}">'
-            f'<div class="who">{"User" if m["role"] == "user" else "Assistant"}</div>'
-            f'<div class="text">{_text(m["text"])}</div></div>'
-            for n, m in enumerate(messages)
-        )
-    )
-
-
-def _text(text: str) -> str:
-    if len(text) > max_display_chars():
-        return long_text(text)
-    return escape(text)
+    bubbles = [
+        f'<div class="bubble {escape(m["role"])}{" is-current" if n == last else ""}">'
+        f'<div class="who">{"User" if m["role"] == "user" else "Assistant"}</div>'
+        f"{readable(m['text'])}</div>"
+        for n, m in enumerate(messages)
+    ]
+    if len(bubbles) > CHAT_FOLD_AFTER:
+        earlier = len(bubbles) - 2
+        bubbles[:earlier] = [
+            f'<details class="earlier" open><summary>Earlier messages ({earlier})</summary>'
+            + "\n".join(bubbles[:earlier])
+            + "</details>"
+        ]
+    return SafeString("\n".join(bubbles))
 
 
 @register.filter

@@ -10,6 +10,9 @@
 //                           is "on" when ticked); hidden, the inputs inside are disabled, so
 //                           they are neither sent nor required (the server drops them anyway)
 //   data-toggle-shortcuts   opens the "?" overlay
+//   data-page-keys="m"      like data-keys, for a control outside #workspace that outlives its
+//                           items (the "show raw" switch); looked for when no item control has
+//                           the key
 // Shortcuts pause while a text box has focus (Esc leaves it; Ctrl+Enter submits from it). Each
 // item, and each form sent back with a problem, opens with focus outside every text box.
 // The server decides everything that matters; this file only moves focus and clicks.
@@ -175,7 +178,8 @@
       if (/^[a-z0-9]$/.test(key) && answerRow(ws, key)) return event.preventDefault();
     }
     if (!/^[a-z0-9]$|^enter$/.test(key)) return;
-    const el = ws.querySelector(`[data-keys~="${key}"]`);
+    const el =
+      ws.querySelector(`[data-keys~="${key}"]`) || document.querySelector(`[data-page-keys~="${key}"]`);
     if (el && !el.disabled) {
       event.preventDefault();
       activate(el);
@@ -197,6 +201,19 @@
   // --- Each item: time on it, its draft (static/js/drafts.js), focus -----------------------
   let shownAt = performance.now();
 
+  // A conversation box opens on its current message (the trigger turn's): its end at the
+  // box's bottom, with what came just before above it; a message taller than the box, its start.
+  function showCurrent(box) {
+    const current = box.querySelector(".is-current");
+    if (!current) {
+      box.scrollTop = box.scrollHeight;
+      return;
+    }
+    const top = current.offsetTop; // the box is positioned (app.css): its own coordinates
+    const bottom = top + current.offsetHeight;
+    box.scrollTop = current.offsetHeight > box.clientHeight ? top : bottom - box.clientHeight;
+  }
+
   function itemShown() {
     const ws = workspace();
     shownAt = performance.now();
@@ -204,7 +221,7 @@
     ws.dataset.shown = "1";
     if (window.proactbenchDrafts) window.proactbenchDrafts.restoreOnly(ws); // static/js/drafts.js
     applyConditions(ws); // after the draft: its choices decide what is shown
-    ws.querySelectorAll("[data-scroll-bottom]").forEach((el) => (el.scrollTop = el.scrollHeight));
+    ws.querySelectorAll("[data-scroll-current]").forEach(showCurrent);
     // Every item, and every form sent back with a problem, starts with focus on the workspace
     // (htmx would put it back in the text box of the same id), so the keys the page and its
     // error messages name work at once; r goes to the box.

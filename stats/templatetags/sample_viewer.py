@@ -1,5 +1,6 @@
 """The sample viewer's markup: a reply with its judges' evidence marked (one highlighter,
-``annotation.highlight``) and the evidence-status badge."""
+``annotation.highlight``, on the rendered Markdown and the raw text) and the evidence-status
+badge."""
 
 from django import template
 from django.utils.html import format_html
@@ -21,7 +22,8 @@ BADGE_TEXT = {
 
 @register.simple_tag
 def highlight_reply(reply: str, marks: list[tuple[str, str]]) -> SafeString:
-    """The reply escaped, each (css class, quote) marked, cut with "show all" when long."""
+    """The reply as Markdown beside its raw text, each (css class, quote) marked in both, cut
+    with "show all" when long."""
     return highlight(reply or "", marks)
 
 

@@ -87,9 +87,10 @@ def test_nothing_an_annotator_reaches_in_a_pairwise_study_reveals_models_or_cond
         def record(token, response, shown=shown):
             html = response.content.decode()
             first = re.search(
-                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="text">'
-                r"([^<]*)</div>",
+                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="md-text">.*?'
+                r'<div class="md-raw">([^<]*)</div>',
                 html,
+                re.S,
             ).group(1)
             shown[token] = replies[first.replace("&#x27;", "'")]
 
@@ -131,8 +132,10 @@ def test_nothing_an_annotator_reaches_in_an_arena_study_reveals_a_source(
 
         def record(token, response, shown=shown):
             first = re.search(
-                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="text">([^<]*)</div>',
+                r'id="response-1">\s*<h3>Response 1</h3>\s*<div class="md-text">.*?'
+                r'<div class="md-raw">([^<]*)</div>',
                 response.content.decode(),
+                re.S,
             ).group(1)
             shown[token] = replies[first.replace("&#x27;", "'")]
 
@@ -233,8 +236,10 @@ def test_a_halo_workspace_is_blind_and_each_annotator_sees_its_own_reply_order(
                 client.get(reverse("annotation:item", args=[study.pk, token])), run, "halo page"
             )
             first = re.search(
-                r'id="reply-1">\s*<h3>Reply 1</h3>\s*<div class="text">([^<]*)</div>',
+                r'id="reply-1">\s*<h3>Reply 1</h3>\s*<div class="md-text">.*?'
+                r'<div class="md-raw">([^<]*)</div>',
                 response.content.decode(),
+                re.S,
             ).group(1)
             shown[token] = replies[first.replace("&#x27;", "'")]
             data = {"idempotency_key": key_of(response)}

@@ -1,7 +1,10 @@
 """The conversation's bubbles are written in Python (``annotation_tags.chat_bubbles``): the
-texts are model and corpus output and must stay text."""
+texts are model and corpus output, shown as sanitised Markdown beside their escaped raw text."""
 
-from annotation.templatetags.annotation_tags import chat_bubbles
+import re
+
+from annotation.templatetags.annotation_tags import CHAT_FOLD_AFTER, chat_bubbles
+from tests.texts import sides
 
 
 def test_chat_bubbles_escape_every_text_and_mark_the_last_message():
@@ -15,15 +18,41 @@ def test_chat_bubbles_escape_every_text_and_mark_the_last_message():
             ]
         )
     )
-    assert "<script>" not in html and "<img" not in html and 'onerror="' not in html
-    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2
-    assert "&amp; &#x27;quoted&#x27;" in html
+    assert "<script>" not in html and "<img" not in html
+    assert not re.search(r"<[^>]*onerror", html)  # in text only, never in a tag
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 4  # rendered and raw, twice
+    assert "&amp; &#x27;quoted&#x27;" in html  # raw
+    assert "&amp; 'quoted'" in html  # rendered (a quote is inert in text)
     bubbles = html.split("\n")
-    assert len(bubbles) == 3
-    assert bubbles[0].startswith('<div class="bubble user"><div class="who">User</div>')
-    assert bubbles[1].startswith('<div class="bubble assistant"><div class="who">Assistant</div>')
-    assert bubbles[2].startswith('<div class="bubble user is-current">')
-    assert "is-current" not in bubbles[0] + bubbles[1]
+    assert len(bubbles) == 3 * 2  # the rendered side of each text ends with a line break
+    starts = [b for b in bubbles if b.startswith('<div class="bubble')]
+    assert starts[0].startswith('<div class="bubble user"><div class="who">User</div>')
+    assert starts[1].startswith('<div class="bubble assistant"><div class="who">Assistant</div>')
+    assert starts[2].startswith('<div class="bubble user is-current">')
+    assert "is-current" not in starts[0] + starts[1]
+
+
+def test_markdown_in_a_bubble_is_rendered_beside_the_raw_text():
+    html = str(chat_bubbles([{"role": "assistant", "text": "**Pack** the stand:\n\n- van"}]))
+    block = html[html.index('<div class="md-text">') : -len("</div>")]  # the bubble's end
+    rendered, raw = sides(block)
+    assert "<strong>Pack</strong>" in rendered and "<li>van</li>" in rendered
+    assert raw == "**Pack** the stand:\n\n- van"
+
+
+def test_a_long_conversation_folds_its_earlier_messages_open():
+    messages = [
+        {"role": "user" if n % 2 == 0 else "assistant", "text": f"message {n}"}
+        for n in range(CHAT_FOLD_AFTER + 2)
+    ]
+    html = str(chat_bubbles(messages))
+    folded = re.search(r'<details class="earlier" open>(.*)</details>', html, re.S).group(1)
+    assert f"Earlier messages ({len(messages) - 2})" in folded
+    assert "message 0" in folded and f"message {len(messages) - 3}" in folded
+    after = html.split("</details>")[-1]
+    assert f"message {len(messages) - 2}" in after and "is-current" in after
+    short = str(chat_bubbles(messages[:CHAT_FOLD_AFTER]))
+    assert "<details" not in short
 
 
 def test_an_empty_conversation_is_empty():

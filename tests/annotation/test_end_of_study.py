@@ -20,7 +20,7 @@ def left_for_you(client) -> int:
     row = re.search(
         r"<tbody>\s*<tr>(.*?)</tr>", client.get(reverse("annotation:home")).content.decode(), re.S
     )
-    cells = re.findall(r"<td>(.*?)</td>", row.group(1), re.S)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
     return int(cells[3])  # Study, Kind, Done, Left for you, …
 
 

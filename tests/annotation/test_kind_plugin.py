@@ -47,9 +47,8 @@ class Thumbs(StudyKind):
     ordinal = True
     answer_form = ThumbForm
     template = Template(
-        "{% load annotation_tags %}"
-        '<article class="response single" id="the-reply"><div class="text">{{ view.reply }}'
-        "</div></article>"
+        "{% load annotation_tags markdown %}"
+        '<article class="response single" id="the-reply">{% markdown view.reply %}</article>'
         '{% if form %}{% include "annotation/items/form_start.html" %}'
         '{% for radio in form.thumb|radios %}<label class="opt" data-keys="{{ radio.keys }}">'
         "{{ radio.tag }} {{ radio.choice_label }} <kbd>{{ radio.kbd }}</kbd></label>{% endfor %}"

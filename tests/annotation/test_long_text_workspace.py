@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from annotation.highlight import highlight
 from benchmark.models import EvaluationUnit, Judgment, Turn
+from tests.texts import raw_of, sides
 
 CAP = 20_000
 
@@ -41,13 +42,17 @@ def test_a_long_reply_in_the_workspace_is_cut_with_the_rest_folded_and_its_marks
     page = client.post(next_url, follow=True).content.decode()
     # The reply: cut, both quotes marked, the second inside the folded rest.
     reply_html = re.search(
-        r'<article class="response single"><div class="text">(.*?)</div>', page, re.S
+        r'<article class="response single">(<div class="md-text">.*?</div></div>)</article>',
+        page,
+        re.S,
     )
     assert reply_html, "no reply in the workspace"
-    reply_html = reply_html.group(1)
-    shown, rest = reply_html.split('<details class="long-text-rest"><summary>Show all</summary>')
-    assert '<mark class="evidence judge-' in shown and "Book the van</mark>" in shown
-    assert "Pack the projector last</mark>" in rest
+    rendered, raw = sides(reply_html.group(1))
+    for side in (rendered, raw):
+        shown, rest = side.split('<details class="long-text-rest"><summary>Show all</summary>')
+        assert '<mark class="evidence judge-' in shown and "Book the van</mark>" in shown
+        assert "Pack the projector last</mark>" in rest
+    shown, rest = raw.split('<details class="long-text-rest"><summary>Show all</summary>')
     visible = re.sub(r"<[^>]+>", "", shown.split('<span class="long-text-more">')[0])
     hidden = re.sub(r"<[^>]+>", "", rest.removesuffix("</details></span>"))
     assert html.unescape(visible) + html.unescape(hidden) == reply
@@ -58,7 +63,7 @@ def test_a_long_reply_in_the_workspace_is_cut_with_the_rest_folded_and_its_marks
 
 def test_a_quote_across_the_cut_moves_the_cut_to_its_start():
     reply = words(CAP - 10) + "keep this quote whole " + words(CAP)
-    out = str(highlight(reply, [("judge-a", "keep this quote whole")]))
+    out = raw_of(highlight(reply, [("judge-a", "keep this quote whole")]))
     shown, rest = out.split("<details", 1)
     assert '<mark class="evidence judge-a">keep this quote whole</mark>' in rest
     assert "<mark" not in shown
@@ -67,7 +72,7 @@ def test_a_quote_across_the_cut_moves_the_cut_to_its_start():
 def test_a_very_long_quote_across_the_cut_is_marked_on_both_sides():
     quote = words(CAP, "quote ")
     reply = "Intro. " + quote + " outro " + words(CAP)
-    out = str(highlight(reply, [("judge-a", quote.strip())]))
+    out = raw_of(highlight(reply, [("judge-a", quote.strip())]))
     shown, rest = out.split("<details", 1)
     assert '<mark class="evidence judge-a">' in shown and '<mark class="evidence judge-a">' in rest
 
@@ -86,5 +91,6 @@ def test_every_workspace_cuts_a_long_reply_and_folds_the_whole_rest_into_the_pag
     page = client.post(reverse("annotation:next", args=[study.pk]), follow=True).content.decode()
     assert '<details class="long-text-rest"><summary>Show all</summary>' in page
     assert tail in page  # the whole text is reachable, folded
-    # Nothing long is shown in full: the page holds one copy of each text at most.
+    # Nothing long is shown in full: the page holds one copy of each text's rest at most on
+    # each side (rendered and raw), each side cut.
     assert page.count(tail) <= page.count('<span class="long-text-more">')

@@ -14,8 +14,10 @@ from django.utils.html import escape
 from annotation.templatetags.annotation_tags import chat_bubbles
 from benchmark.corpus.importer import corpus_import
 from benchmark.models import Dialogue, Turn
-from core.long_text import display_cut, long_text
+from core.long_text import display_cut
+from core.markdown import readable
 from tests.factories import dialogue_record, jsonl_bytes, stream
+from tests.texts import raw_of, rendered_of
 
 CAP = 20_000
 HTMX = {"HX-Request": "true"}
@@ -53,20 +55,20 @@ def test_a_cut_without_spaces_keeps_accents_with_their_letter():
     assert cut == CAP - 1 and text[cut:].startswith("e\u0301")
 
 
-def test_a_short_text_renders_unchanged():
+def test_a_short_text_is_not_cut():
     text = "Hi <b>there</b> & 'you'\nsecond line"
-    assert long_text(text) == escape(text)
-    assert long_text(text, full_url="/x/") == escape(text)
+    for out in (readable(text), readable(text, full_url="/x/")):
+        assert raw_of(out) == html.escape(text)
+        assert rendered_of(out) == "<p>Hi &lt;b&gt;there&lt;/b&gt; &amp; 'you'\nsecond line</p>\n"
     assert chat_bubbles([{"role": "user", "text": text}]) == (
-        '<div class="bubble user is-current"><div class="who">User</div>'
-        f'<div class="text">{html.escape(text)}</div></div>'
+        f'<div class="bubble user is-current"><div class="who">User</div>{readable(text)}</div>'
     )
 
 
 def test_a_long_text_is_escaped_on_both_sides_of_the_cut():
     text = words(CAP + 5_000, "<b>x</b> ")
-    out = str(long_text(text))
-    assert "<b>" not in out
+    out = raw_of(readable(text))
+    assert "<b>" not in readable(text)
     shown, rest = re.fullmatch(
         r'<span class="long-text">(.*)<span class="long-text-more">… ([\d,]+) more characters'
         r'</span><details class="long-text-rest"><summary>Show all</summary>(.*)</details></span>',
@@ -113,12 +115,14 @@ def test_show_all_gives_the_whole_text_as_a_page_and_as_an_htmx_swap(
     text = Turn.objects.get(dialogue=long_dialogue, index=2).user_message
     url = reverse("benchmark:turn_text", args=[long_dialogue.pk, 2, "user"])
     swap = client.get(url, headers=HTMX)
-    assert swap.status_code == 200 and swap.content.decode() == escape(text)
+    assert swap.status_code == 200
+    assert swap.content.decode() == readable(text, whole=True)  # what "show all" swaps in
+    assert raw_of(swap.content.decode()) == escape(text)
     page = client.get(url).content.decode()
-    assert escape(text) in page and "<html" in page
+    assert readable(text, whole=True) in page and "<html" in page
     assert reverse("benchmark:dialogue_detail", args=[long_dialogue.pk]) in page
     assistant = client.get(reverse("benchmark:turn_text", args=[long_dialogue.pk, 2, "assistant"]))
-    assert assistant.content.decode().count("A short reply.") == 1
+    assert assistant.content.decode().count("A short reply.") == 2  # rendered, and raw
 
 
 def test_show_all_is_a_404_for_a_missing_turn_or_part_and_staff_only(
@@ -160,11 +164,13 @@ def test_show_all_swaps_in_the_whole_text_in_a_browser(
     )
     page = context.new_page()
     page.goto(live_server.url + reverse("benchmark:dialogue_detail", args=[dialogue.pk]))
-    bubble = page.locator("#turn-2 .bubble.user .text")
+    bubble = page.locator("#turn-2 .bubble.user .md-text")
     assert len(bubble.inner_text()) < CAP + 100 and "more characters" in bubble.inner_text()
-    bubble.get_by_text("Show all").click()
+    bubble.locator(".md").get_by_text("Show all").click()
     page.wait_for_function("!document.querySelector('#turn-2 .long-text')")
-    assert bubble.inner_text() == text
+    # The whole text, rendered (a paragraph: the text, its spaces collapsed) and raw.
+    assert page.locator("#turn-2 .bubble.user .md").inner_text() == text.strip()
+    assert page.locator("#turn-2 .bubble.user .md-raw").text_content() == text
     assert page.evaluate("window.__xss") is None
     context.close()
     connection.close()  # the ORM's connection from this thread (see the untrusted-text test)
@@ -178,10 +184,14 @@ def test_opening_show_all_in_a_bubble_reads_on_as_the_whole_text(browser):
     css = (Path(__file__).resolve().parents[2] / "static" / "css" / "app.css").read_text()
     page = browser.new_page()
     bubbles = chat_bubbles([{"role": "assistant", "text": text}])
-    page.set_content(f"<style>{css}</style><main><div class='chat'>{bubbles}</div></main>")
-    closed = page.inner_text(".bubble .text")
+    page.set_content(
+        f"<style>{css}</style><body><main><div class='chat'>{bubbles}</div>"
+        '<input type="checkbox" id="show-raw"></main></body>'
+    )
+    page.check("#show-raw")  # the raw side reads exactly as the text was written
+    closed = page.inner_text(".bubble .md-raw")
     more = len(text) - display_cut(text)
     assert closed.endswith(f"… {more:,} more characters\nShow all") and len(closed) < CAP + 100
-    page.click("summary")
-    assert page.inner_text(".bubble .text") == text
+    page.click(".md-raw summary")
+    assert page.inner_text(".bubble .md-raw") == text
     page.close()

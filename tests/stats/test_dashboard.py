@@ -1,5 +1,6 @@
 import io
 import re
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -140,6 +141,35 @@ def test_ci_bars_geometry_and_missing_values():
         s.css == "reference" and s.x == pytest.approx(charts.LABEL_W + 0.5 * plot_w)
         for s in chart.shapes
     )
+
+
+def test_every_mark_of_every_dashboard_chart_shows_its_value_on_hover(
+    demo_run, client_for, researcher
+):
+    """Issue #19: each bar, whisker, share and point carries a <title> with its value (the
+    browser's tooltip), and each row an invisible hit area with it, so a thin bar shows it."""
+    html = client_for(researcher).get(DASHBOARD).content.decode()
+    svgs = re.findall(r"<svg.*?</svg>", html, re.S)
+    assert len(svgs) == 6
+    for svg in svgs:
+        marks = re.findall(
+            r'<(rect|circle|line) [^>]*class="(?!grid|reference)[^"]*">(.*?)</\1>', svg
+        )
+        assert marks, svg[:200]
+        for kind, inner in marks:
+            assert re.fullmatch(r"<title>[^<]+: [^<]*\d[^<]*</title>", inner), (kind, inner)
+        assert 'class="hit"' in svg or "<circle" in svg  # rows of bars; a scatter's points
+    # A leaderboard row: its hit area, bar, whiskers and value all say the same.
+    row = re.search(r'<rect [^>]*class="hit"><title>(Atlas Large \(demo\): [^<]+)</title>', html)
+    assert row and html.count(f"<title>{row.group(1)}</title>") >= 5
+
+
+def test_chart_labels_are_large_enough_to_read():
+    """14 view-box units in a 640-wide box: a chart shown at its usual width keeps them at
+    about 12 px or more."""
+    css = (Path(__file__).resolve().parents[2] / "static" / "css" / "app.css").read_text()
+    assert re.search(r"figure\.chart svg \{[^}]*font-size: 14px", css)
+    assert charts.WIDTH == 640 and charts.ROW_H >= 28
 
 
 def test_failure_mode_and_preference_charts_from_their_tables():
