@@ -58,6 +58,7 @@ from stats.interfaces import (
     FailureModeLabel,
     FailureModeLabels,
     HaloJudgments,
+    JudgedPairs,
     LabelMatrix,
     PreferenceJudgements,
 )
@@ -582,6 +583,29 @@ def battles_for(request: TableRequest, *, table: str) -> tuple[Battles, list[str
         f"battles is {' or '.join(BATTLE_SOURCES)} (where the battles come from), not "
         f"{request.battles!r}"
     )
+
+
+# --- People and LLM pairwise judges on the same pairs ------------------------------------------
+
+NO_JUDGED_PAIRS = (
+    "the {table} table reads an arena or pairwise study whose pairs LLM pairwise judges "
+    "compared too (study=ID / --study ID; judge_pairs RUN --pairs study=ID asks a judge for them)"
+)
+
+
+def judged_pairs_for(request: TableRequest, *, table: str) -> tuple[JudgedPairs, list[str]]:
+    """The request's study's pairs of replies with people's labels and the LLM pairwise judges'
+    verdicts on the same pairs (``studies.judged_pairs``), read once per request, and notes."""
+    if request.study is None:
+        raise StatsInputError(NO_JUDGED_PAIRS.format(table=table))
+    cache = request.cache.setdefault("study", {})
+    data = _study_data(study_id=request.study, table=table, cache=cache)
+    key = ("judged pairs", request.include_excluded)
+    if key not in cache:
+        cache[key] = studies.judged_pairs(
+            cache["study"], data, include_excluded=request.include_excluded
+        )
+    return cache[key]
 
 
 # --- HALO diagnoses --------------------------------------------------------------------------

@@ -224,9 +224,10 @@ STUDY_SECTIONS = {
         "preference-raters",
         "arena-ranking",
         "arena-pairs",
+        "pairwise-judge-human",
         "human-agreement",
     },
-    "arena": {"arena-ranking", "arena-pairs", "human-agreement"},
+    "arena": {"arena-ranking", "arena-pairs", "pairwise-judge-human", "human-agreement"},
     "direct_rating": {"human-agreement"},
     "adjudication": {"human-agreement"},
     "failure_mode": {"failure-modes", "human-agreement"},
@@ -311,8 +312,9 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    # 28 without a study; the ranking panels of its battles add 2 (raters, battle counts)
-    with django_assert_max_num_queries(37):
+    # 28 without a study; the ranking panels of its battles add 2 (raters, battle counts); the
+    # pairwise judge vs people table 2 (the items' pairs, the judges' verdicts on them)
+    with django_assert_max_num_queries(39):
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 
