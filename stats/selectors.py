@@ -588,8 +588,9 @@ def battles_for(request: TableRequest, *, table: str) -> tuple[Battles, list[str
 # --- People and LLM pairwise judges on the same pairs ------------------------------------------
 
 NO_JUDGED_PAIRS = (
-    "the {table} table reads an arena or pairwise study whose pairs LLM pairwise judges "
-    "compared too (study=ID / --study ID; judge_pairs RUN --pairs study=ID asks a judge for them)"
+    "the {table} table reads a human study: choose one whose answers are battles, {kinds}, "
+    "whose pairs LLM pairwise judges compared too (study=ID / --study ID; judge_pairs RUN "
+    "--pairs study=ID asks a judge for them)"
 )
 
 
@@ -597,7 +598,8 @@ def judged_pairs_for(request: TableRequest, *, table: str) -> tuple[JudgedPairs,
     """The request's study's pairs of replies with people's labels and the LLM pairwise judges'
     verdicts on the same pairs (``studies.judged_pairs``), read once per request, and notes."""
     if request.study is None:
-        raise StatsInputError(NO_JUDGED_PAIRS.format(table=table))
+        kinds = " or ".join(label.lower() for label in studies.kinds_reading(table))
+        raise StatsInputError(NO_JUDGED_PAIRS.format(table=table, kinds=kinds))
     cache = request.cache.setdefault("study", {})
     data = _study_data(study_id=request.study, table=table, cache=cache)
     key = ("judged pairs", request.include_excluded)

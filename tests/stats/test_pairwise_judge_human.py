@@ -236,7 +236,7 @@ def test_a_study_without_llm_verdicts_on_its_pairs_says_how_to_get_them(study_ru
     table = tables.build(NAME, TableRequest(study=study.pk))
     assert table.rows == []
     assert "judge_pairs RUN --judge JUDGE --pairs study=ID" in table.notes[-1]
-    with pytest.raises(StatsInputError, match="reads an arena or pairwise study"):
+    with pytest.raises(StatsInputError, match="choose one whose answers are battles, pairwise "):
         tables.build(NAME, TableRequest())
     rating = create_study(study_run, "direct_rating", make_annotators(1), overlap=1)
     with pytest.raises(StatsInputError, match="direct rating study: the pairwise-judge-human"):
