@@ -11,6 +11,7 @@ BENCHMARKS = [
     "pipeline.py",
     "stats.py",
     "arena.py",
+    "judge_ranking.py",
     "annotation_next.py",
     "fault_campaign.py",
     "memory_soak.py",

@@ -69,7 +69,9 @@ class TableQuerySerializer(serializers.Serializer):
         required=False,
         default="primary",
         allow_blank=True,  # a form's empty field: the default, as VerdictSource.parse reads it
-        help_text="Verdict source: primary (or empty), adjudicated, or a judge's handle.",
+        help_text="Verdict source: primary (or empty), adjudicated, or a judge's handle. With "
+        "battles=judge, the pairwise judge whose verdicts the ranking tables rank: primary (the "
+        "run's primary judge) or a pairwise judge's name.",
     )
     condition = serializers.ChoiceField(
         choices=Condition.choices, required=False, default=Condition.VANILLA
@@ -101,12 +103,15 @@ class TableQuerySerializer(serializers.Serializer):
         help_text="Preference table's item-clustered bootstrap: the app's seeded stream, or the "
         "release's (numpy.random.default_rng(seed), items in file order).",
     )
-    battles = serializers.CharField(
+    battles = serializers.ChoiceField(
+        choices=list(selectors.BATTLE_SOURCES),
         required=False,
         default="study",
         help_text="Ranking tables (arena-ranking, arena-pairs): where the battles come from — "
-        + ", ".join(selectors.BATTLE_SOURCES)
-        + " (the live answers of the arena or pairwise study named by study).",
+        + " or ".join(selectors.BATTLE_SOURCES)
+        + ": study, the live answers of the arena or pairwise study named by study; judge, the "
+        "consistent verdicts (the same in both orders) of the LLM pairwise judge named by "
+        "verdicts on the run named by run.",
     )
     ties = serializers.ChoiceField(
         choices=list(TIE_RULES),

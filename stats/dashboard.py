@@ -1,7 +1,8 @@
 """What the researcher dashboard shows for one set of filters: a panel per registered table with
 a display — the run's tables when there is a run, and with a study the tables that read its kind
 — each with its rows drawn as the table's ``Display`` says, its charts and the CSV / JSON links
-(the REST API's, so the page and scripts get the very same numbers)."""
+(the REST API's, so the page and scripts get the very same numbers). A run with LLM pairwise
+judges also gets the ranking tables' panels of the chosen judge's battles (``battles=judge``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.urls import reverse
 
 from stats import charts, selectors, studies, tables
 from stats.exports import RAW_EXPORTS
+from stats.tables import arena
 from stats.templatetags.stats_format import formatted, missing
 
 
@@ -43,10 +45,24 @@ class Panel:
     csv_url: str = ""
     json_url: str = ""
     error: str = ""
+    # A study table drawn for the run instead, from an LLM pairwise judge's battles: its
+    # section id gets this suffix (the study's panel of the same table may be on the page
+    # too), its heading names the judge.
+    variant: str = ""
+    variant_heading: str = ""
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        return f"{self.spec.name}-{self.variant}" if self.variant else self.spec.name
+
+    @property
+    def heading(self) -> str:
+        return self.variant_heading or self.spec.heading
+
+    @property
+    def needs(self) -> str:
+        """The section the panel belongs to: the run's, or the study's."""
+        return tables.RUN if self.variant else self.spec.needs
 
     @property
     def display(self) -> tables.Display:
@@ -123,16 +139,26 @@ def _query(request: selectors.TableRequest) -> dict[str, str | int]:
         query["majority"] = request.majority
     if request.ties != "half":
         query["ties"] = request.ties
+    if request.battles != "study":
+        query["battles"] = request.battles
     return query
 
 
-def _panel(spec: tables.TableSpec, request: selectors.TableRequest) -> Panel:
+def _panel(
+    spec: tables.TableSpec,
+    request: selectors.TableRequest,
+    *,
+    variant: str = "",
+    variant_heading: str = "",
+) -> Panel:
     url = reverse("stats_api:table", args=[spec.name])
     query = _query(request)
     panel = Panel(
         spec=spec,
         csv_url=f"{url}?{urlencode({**query, 'format': 'csv'})}",
         json_url=f"{url}?{urlencode(query)}",
+        variant=variant,
+        variant_heading=variant_heading,
     )
     try:
         panel.table = tables.build(spec.name, request)
@@ -146,11 +172,13 @@ def _panel(spec: tables.TableSpec, request: selectors.TableRequest) -> Panel:
 
 
 def dashboard_panels(
-    request: selectors.TableRequest, *, study_kind: str | None = None
+    request: selectors.TableRequest, *, study_kind: str | None = None, pairwise_judge: str = ""
 ) -> dict[str, Panel]:
-    """Every panel for these filters, by table name in the registry's order: the run tables'
+    """Every panel for these filters, by panel name in the registry's order: the run tables'
     (when there is a run) and, with a study of ``study_kind``, those of the tables that read its
-    kind. Tables without a display have no panel."""
+    kind. Tables without a display have no panel. With ``pairwise_judge`` (one of the run's
+    pairwise judges), the run's panels end with the ranking tables of that judge's battles
+    (``arena.JUDGE_PANELS``, ``battles=judge``), fitted once for both."""
     read = studies.tables_for_kind(study_kind) if request.study is not None and study_kind else ()
     panels = {}
     for spec in tables.all_specs():
@@ -160,6 +188,25 @@ def dashboard_panels(
             spec.needs == tables.STUDY and spec.name in read
         ):
             panels[spec.name] = _panel(spec, request)
+    if request.run is not None and pairwise_judge:
+        # A request of its own: its cache holds this judge's battles and fit, not the study's.
+        judged = replace(
+            request,
+            battles="judge",
+            verdicts=selectors.VerdictSource("judge", pairwise_judge),
+            study=None,
+            include_excluded=False,
+            cache={},
+        )
+        for name in arena.JUDGE_PANELS:
+            spec = tables.get(name)
+            panel = _panel(
+                spec,
+                judged,
+                variant="judge",
+                variant_heading=f"{spec.heading} · LLM pairwise judge {pairwise_judge}",
+            )
+            panels[panel.name] = panel
     return panels
 
 

@@ -14,10 +14,15 @@ class StudyChoiceField(forms.ModelChoiceField):
 class DashboardFilterForm(forms.Form):
     """The dashboard's filters. Unbound or invalid values fall back to the defaults: the newest
     finished run, its primary judge, vanilla replies, no study (a study adds the panels of the
-    tables that read its kind)."""
+    tables that read its kind). A run with LLM pairwise judges offers one of them, whose
+    consistent verdicts the run's own ranking panels rank (default: the run's primary judge
+    when it judged pairs, else the first by name)."""
 
     run = forms.ModelChoiceField(
-        queryset=EvaluationRun.objects.order_by("-created_at", "-pk"),
+        # With its primary judge: the default pairwise judge, when it judged pairs.
+        queryset=EvaluationRun.objects.select_related("primary_judge").order_by(
+            "-created_at", "-pk"
+        ),
         required=False,
         empty_label=None,
     )
@@ -40,6 +45,7 @@ class DashboardFilterForm(forms.Form):
         required=False,
         label="Arena ties",
     )
+    pairwise_judge = forms.ChoiceField(required=False, label="Pairwise judge")
 
     def __init__(self, data=None, **kwargs):
         super().__init__(data, **kwargs)
@@ -53,6 +59,15 @@ class DashboardFilterForm(forms.Form):
             ("adjudicated", "Adjudicated (else primary)"),
             *((name, f"Judge: {name}") for name in judges),
         ]
+        pairwise = self.fields["pairwise_judge"]
+        assert isinstance(pairwise, forms.ChoiceField)
+        names = selectors.run_pairwise_judge_names(self.selected_run) if self.selected_run else []
+        pairwise.choices = [(name, name) for name in names]
+        primary = self.selected_run.primary_judge if self.selected_run else None
+        self.default_pairwise_judge = (
+            primary.name if primary is not None and primary.name in names else next(iter(names), "")
+        )
+        self.initial.setdefault("pairwise_judge", self.default_pairwise_judge)
         if self.selected_run is not None:
             self.initial.setdefault("run", self.selected_run.pk)
 
@@ -72,6 +87,13 @@ class DashboardFilterForm(forms.Form):
             )
         except forms.ValidationError:
             return None
+
+    @property
+    def chosen_pairwise_judge(self) -> str:
+        """The pairwise judge whose battles the run's ranking panels rank ("" when the run has
+        none)."""
+        cleaned = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        return cleaned.get("pairwise_judge") or self.default_pairwise_judge
 
     def to_request(self) -> selectors.TableRequest:
         cleaned = self.cleaned_data if self.is_bound and self.is_valid() else {}

@@ -13,6 +13,8 @@ layout here, small and explicit, is what lets both sources share every computati
 - ``Battles`` — pairwise battles between reply sources (the arena, LLM pairwise judges, the
   public Chatbot Arena battle format): one entry per battle, for the Bradley–Terry ranking.
 - ``HaloJudgments`` — HALO diagnoses: one entry per reply per annotator.
+- ``JudgedPairs`` — a study's pairs of replies with people's labels and LLM pairwise judges'
+  verdicts on the same pairs: one entry per pair.
 """
 
 from __future__ import annotations
@@ -358,6 +360,34 @@ def _int_array(values: array) -> np.ndarray:
     if not values:
         return np.empty(0, dtype=dtype)
     return np.frombuffer(values, dtype=dtype)
+
+
+# --- People and LLM pairwise judges on the same pairs -----------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgedPairs:
+    """A study's pairs of replies (its items with two replies), with what people and LLM
+    pairwise judges said of each, aligned by pair. ``human[i]`` counts pair ``i``'s labels per
+    outcome (columns: ``BATTLE_OUTCOMES``, for the item's side A against its side B);
+    ``judges[name]`` is that judge's ``(ab, ba)``: its verdict on the pair with the item's side
+    A shown first and with its side B shown first, as ``BATTLE_OUTCOME_CODES`` for the item's
+    sides (a comparison stored the other way round is turned back), -1 where the judge was not
+    asked and -2 where it erred (``pairwise_consistency.NOT_ASKED`` / ``ERROR``)."""
+
+    item_id: np.ndarray  # (pairs,)
+    human: np.ndarray  # (pairs, len(BATTLE_OUTCOMES)) int64
+    judges: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    def __post_init__(self) -> None:
+        n = self.item_id.shape[0]
+        if self.human.shape != (n, len(BATTLE_OUTCOMES)):
+            raise ValueError(
+                f"JudgedPairs.human must be {n} × {len(BATTLE_OUTCOMES)}, not {self.human.shape}"
+            )
+        for name, (ab, ba) in self.judges.items():
+            if ab.shape != (n,) or ba.shape != (n,):
+                raise ValueError(f"JudgedPairs.judges[{name!r}]: one verdict per pair and order")
 
 
 # --- HALO diagnoses ---------------------------------------------------------------------------

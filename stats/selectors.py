@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from django.db.models import Q
+from django.db.models import Count, FilteredRelation, Q
 
 from annotation.kinds.selection import source_label
 from annotation.models import Study
@@ -58,6 +58,7 @@ from stats.interfaces import (
     FailureModeLabel,
     FailureModeLabels,
     HaloJudgments,
+    JudgedPairs,
     LabelMatrix,
     PreferenceJudgements,
     ProposalVotes,
@@ -153,10 +154,8 @@ class TableRequest:
 
 def default_run() -> EvaluationRun | None:
     """The newest finished run, else the newest run."""
-    return (
-        EvaluationRun.objects.filter(status=RunStatus.DONE).order_by("-created_at", "-pk").first()
-        or EvaluationRun.objects.order_by("-created_at", "-pk").first()
-    )
+    runs = EvaluationRun.objects.select_related("primary_judge").order_by("-created_at", "-pk")
+    return runs.filter(status=RunStatus.DONE).first() or runs.first()
 
 
 def run_judge_names(run: EvaluationRun) -> list[str]:
@@ -507,16 +506,54 @@ def failure_mode_labels_for(
 
 # --- Battles, for the ranking tables -----------------------------------------------------------
 
-BATTLE_SOURCES = ("study",)
+BATTLE_SOURCES = ("study", "judge")
 """Where the ranking tables' battles come from (``TableRequest.battles``; ``battles_for``):
-``study`` — the live answers of the request's arena or pairwise study. The next source (e.g. an
-LLM pairwise judge's verdicts on a run) is one more name here and one more branch in
-``battles_for``."""
+``study`` — the live answers of the request's arena or pairwise study; ``judge`` — the
+consistent verdicts of one LLM pairwise judge on the request's run (``verdicts`` names the
+judge as the run tables name theirs: ``primary`` or a judge's name)."""
 
 NO_BATTLES = (
     "the {table} table reads a human study: choose one whose answers are battles, {kinds} "
-    "(study=ID / --study ID; staff see every study at /annotate/studies/)"
+    "(study=ID / --study ID; staff see every study at /annotate/studies/), or an LLM pairwise "
+    "judge's verdicts on a run (battles=judge, run=ID, verdicts=JUDGE)"
 )
+
+
+def pairwise_judge_for(run: EvaluationRun, source: VerdictSource) -> str:
+    """The pairwise judge ``source`` names on ``run``: a judge's name, or ``primary`` — the
+    run's primary judge (which must have judged pairs too). People adjudicate no pairwise
+    verdict, so ``adjudicated`` names none. ``run_pairwise_battle_counts`` checks the name."""
+    if source.kind == "adjudicated":
+        raise StatsInputError(
+            "battles=judge reads an LLM pairwise judge's verdicts: verdicts is primary or a "
+            "pairwise judge's name, not adjudicated (no pairwise verdict is adjudicated)"
+        )
+    if source.kind == "judge":
+        return source.judge
+    return judge_name_for(run, source)  # the primary judge's name
+
+
+def _judge_battles(run: EvaluationRun, judge: str) -> tuple[Battles, list[str]]:
+    """A pairwise judge's consistent verdicts on ``run`` as battles, counted by the database,
+    and notes saying what was left out."""
+    skipped: Counter[str] = Counter()
+    counts = run_pairwise_battle_counts(run=run, judge=judge, skipped=skipped)
+    battles = Battles.from_counts((c.source_a, c.source_b, c.winner, c.count) for c in counts)
+    left_out = sum(skipped.values())
+    judged = len(battles) + left_out
+    notes = [
+        f"battles: LLM pairwise judge {judge}'s verdicts on run {run.pk} (every comparison, "
+        f"whatever its condition), a battle where the verdict survives the swap of the two "
+        f"replies: {len(battles):,} of the {judged:,} comparisons it judged",
+    ]
+    if left_out:
+        notes.append(
+            f"left out: {skipped['inconsistent']:,} inconsistent (the verdict flipped with the "
+            f"order), {skipped['judge error']:,} with a judge error, "
+            f"{skipped['one order only']:,} judged in one order only (the "
+            "pairwise-judge-consistency table has the flip rate)"
+        )
+    return battles, notes
 
 
 def battles_for(request: TableRequest, *, table: str) -> tuple[Battles, list[str]]:
@@ -532,10 +569,46 @@ def battles_for(request: TableRequest, *, table: str) -> tuple[Battles, list[str
         if key not in cache:
             cache[key] = studies.battles(study, include_excluded=request.include_excluded)
         return cache[key]
+    if request.battles == "judge":
+        if request.run is None:
+            raise StatsInputError(
+                "battles=judge ranks an LLM pairwise judge's verdicts on a run: no evaluation "
+                "run yet (run=ID / --run ID)"
+            )
+        judge = pairwise_judge_for(request.run, request.verdicts)
+        judge_key = ("judge battles", request.run.pk, judge)
+        if judge_key not in request.cache:
+            request.cache[judge_key] = _judge_battles(request.run, judge)
+        return request.cache[judge_key]
     raise StatsInputError(
         f"battles is {' or '.join(BATTLE_SOURCES)} (where the battles come from), not "
         f"{request.battles!r}"
     )
+
+
+# --- People and LLM pairwise judges on the same pairs ------------------------------------------
+
+NO_JUDGED_PAIRS = (
+    "the {table} table reads a human study: choose one whose answers are battles, {kinds}, "
+    "whose pairs LLM pairwise judges compared too (study=ID / --study ID; judge_pairs RUN "
+    "--pairs study=ID asks a judge for them)"
+)
+
+
+def judged_pairs_for(request: TableRequest, *, table: str) -> tuple[JudgedPairs, list[str]]:
+    """The request's study's pairs of replies with people's labels and the LLM pairwise judges'
+    verdicts on the same pairs (``studies.judged_pairs``), read once per request, and notes."""
+    if request.study is None:
+        kinds = " or ".join(label.lower() for label in studies.kinds_reading(table))
+        raise StatsInputError(NO_JUDGED_PAIRS.format(table=table, kinds=kinds))
+    cache = request.cache.setdefault("study", {})
+    data = _study_data(study_id=request.study, table=table, cache=cache)
+    key = ("judged pairs", request.include_excluded)
+    if key not in cache:
+        cache[key] = studies.judged_pairs(
+            cache["study"], data, include_excluded=request.include_excluded
+        )
+    return cache[key]
 
 
 # --- HALO diagnoses --------------------------------------------------------------------------
@@ -674,6 +747,17 @@ def run_pairwise_judge_names(run: EvaluationRun) -> list[str]:
     return sorted(set(judged.union(configured)))
 
 
+def require_pairwise_judge(run: EvaluationRun, judge: str) -> None:
+    """Raises ``StatsInputError`` naming the run's pairwise judges when ``judge`` is none of
+    them (one query)."""
+    names = run_pairwise_judge_names(run)
+    if judge not in names:
+        raise StatsInputError(
+            f"run {run.pk} has no pairwise judge {judge!r} (its pairwise judges: "
+            f"{', '.join(names) or 'none'}: judge_pairs adds one)"
+        )
+
+
 def run_pairwise_battles(
     *, run: EvaluationRun, judge: str, skipped: Counter | None = None
 ) -> Iterator[PairwiseBattle]:
@@ -685,12 +769,7 @@ def run_pairwise_battles(
     labels (``annotation.kinds.selection.source_label``, as the human studies' battles spell
     them) gain the condition when the run's comparisons span conditions. Raises
     ``StatsInputError`` (at once, before any row is read) for a judge the run does not have."""
-    names = run_pairwise_judge_names(run)
-    if judge not in names:
-        raise StatsInputError(
-            f"run {run.pk} has no pairwise judge {judge!r} (its pairwise judges: "
-            f"{', '.join(names) or 'none'}: judge_pairs adds one)"
-        )
+    require_pairwise_judge(run, judge)
     conditions: set[str] = set()
     for pair in (
         PairwiseComparison.objects.filter(run=run)
@@ -747,6 +826,78 @@ def _pairwise_battles(
             winner=first[2],
             tstamp=max(row[3] for row in verdicts).timestamp(),
         )
+
+
+@dataclass(frozen=True)
+class PairwiseBattleCount:
+    """``count`` battles of one pairwise judge between ``source_a`` and ``source_b`` (labelled
+    as ``run_pairwise_battles`` labels them) with ``winner`` (a ``BattleWinner`` value)."""
+
+    source_a: str
+    source_b: str
+    winner: str
+    count: int
+
+
+def run_pairwise_battle_counts(
+    *, run: EvaluationRun, judge: str, skipped: Counter | None = None
+) -> list[PairwiseBattleCount]:
+    """``run_pairwise_battles``' battles counted per (source A, source B, winner) by the
+    database, for a ranking: one ``GROUP BY`` over the run's comparisons with the judge's verdict
+    in each order joined beside it (``FilteredRelation``: at most one row per order, by the
+    unique constraint), so its rows are the distinct (sources, verdict pair) — a few per pair of
+    sources however many comparisons. The same battles, source labels and ``skipped`` counts as
+    the stream (a test compares them); sorted. One query; a second, where the judge has no
+    verdict on the run, tells an unknown judge (``StatsInputError``) from one yet to judge.
+
+    A comparison the judge has no verdict on in either order is none of its comparisons (it
+    still counts for the labels, as in the stream: they name the condition when the run's
+    comparisons span conditions)."""
+    skipped = Counter() if skipped is None else skipped
+    verdict = {
+        order: FilteredRelation(
+            "judgments",
+            condition=Q(judgments__judge_name=judge, judgments__order=order),
+        )
+        for order in PairOrder.values
+    }
+    rows = list(
+        PairwiseComparison.objects.filter(run=run)
+        .annotate(verdict_ab=verdict[PairOrder.AB], verdict_ba=verdict[PairOrder.BA])
+        .values_list(
+            "unit_a__endpoint__name",
+            "unit_a__condition",
+            "unit_b__endpoint__name",
+            "unit_b__condition",
+            "verdict_ab__state",
+            "verdict_ab__winner",
+            "verdict_ba__state",
+            "verdict_ba__winner",
+        )
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    if all(row[4] is None and row[6] is None for row in rows):
+        require_pairwise_judge(run, judge)
+    with_condition = len({row[1] for row in rows} | {row[3] for row in rows}) > 1
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for a_name, a_condition, b_name, b_condition, ab_state, ab, ba_state, ba, n in rows:
+        # The stream's rules, in its order: an error in either order, then a missing order,
+        # then a flip.
+        states = [state for state in (ab_state, ba_state) if state is not None]
+        if not states:
+            continue
+        if any(state != JudgmentState.DONE for state in states):
+            skipped["judge error"] += n
+        elif len(states) < len(PairOrder.values):
+            skipped["one order only"] += n
+        elif ab != ba:
+            skipped["inconsistent"] += n
+        else:
+            source_a = source_label(a_name, condition=a_condition if with_condition else "")
+            source_b = source_label(b_name, condition=b_condition if with_condition else "")
+            counts[(source_a, source_b, ab)] += n
+    return [PairwiseBattleCount(*key, count) for key, count in sorted(counts.items())]
 
 
 # --- An LLM's failure-mode labels -----------------------------------------------------------

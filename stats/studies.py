@@ -3,7 +3,8 @@
 ``stats/release_files.py`` reads the official release's human-eval files into these structures;
 this module reads them from the studies recorded in the Workbench, so a study run here and one
 imported from the release go through the very same computations. Four queries per study (the
-study is fetched by the caller), whatever its size; no model instance is built per answer.
+study is fetched by the caller), whatever its size — two more for the LLM pairwise judges'
+verdicts on its pairs (``judged_pairs``); no model instance is built per answer.
 
 What counts (docs/statistics.md, "Studies recorded in the Workbench"):
 
@@ -24,6 +25,10 @@ What counts (docs/statistics.md, "Studies recorded in the Workbench"):
 - **Failure modes**: several annotators' labels on one reply are resolved to its majority label
   (``agreement.majority_labels``, tie rule ``exclude``: when the top labels tie the reply has no
   label and is left out, counted in a note).
+- **People and LLM pairwise judges on the same pairs** (``judged_pairs``): an arena or pairwise
+  item's two replies, its labels as battle outcomes for its side A against side B, and each
+  pairwise judge's verdicts on the same two replies in each order, turned to the item's sides;
+  gold items left out.
 - **HALO diagnoses**: every annotator's diagnosis of every reply at a checkpoint is one judgment
   (``halo_judgments``; no majority is taken), with the reply's source and effort from the
   checkpoint's payload; gold checkpoints are left out.
@@ -38,15 +43,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+from django.db.models import Q
 
 from annotation import kinds
 from annotation import selectors as annotation_selectors
 from annotation.kinds.pairwise import Case
 from annotation.models import Answer, AssignmentRole, Rater, Study
-from benchmark.models import Judgment, JudgmentState
-from benchmark.vocabulary import FAILURE_MODES, VERDICT_ORDER, ProposalDecision
+from benchmark.models import Judgment, JudgmentState, PairOrder, PairwiseJudgment
+from benchmark.vocabulary import BATTLE_SWAPPED, FAILURE_MODES, VERDICT_ORDER, ProposalDecision
 from stats.compute import agreement
+from stats.compute.pairwise_consistency import ERROR, NOT_ASKED
 from stats.interfaces import (
+    BATTLE_OUTCOME_CODES,
+    BATTLE_OUTCOMES,
     INJECTED,
     TIE,
     VANILLA,
@@ -55,6 +64,7 @@ from stats.interfaces import (
     FailureModeLabels,
     HaloJudgment,
     HaloJudgments,
+    JudgedPairs,
     LabelMatrix,
     PreferenceJudgements,
     PreferenceRecord,
@@ -318,6 +328,82 @@ def battles(study: Study, *, include_excluded: bool = False) -> tuple[Battles, l
         (c.source_a, c.source_b, c.winner, c.count) for c in counts if not c.gold
     )
     return ranked, notes
+
+
+def judged_pairs(
+    study: Study, data: StudyData, *, include_excluded: bool = False
+) -> tuple[JudgedPairs, list[str]]:
+    """The study's pairs of replies (items with two replies; gold items left out), each with its
+    live labels as battle outcomes for the item's side A against side B (``battle_winner``:
+    the arena's as stored, the pairwise kind's case A — vanilla — as side A), and every LLM
+    pairwise judge's verdicts on the same two replies in each order (``judge_pairs --pairs
+    study=ID`` asks for exactly these), turned to the item's sides where the comparison stores
+    them the other way round; notes. Two queries besides ``data``'s."""
+    kind = kinds.get(study.kind)
+    notes = data.excluded_note(include_excluded=include_excluded)
+    position: dict[tuple[int, int], int] = {}
+    item_ids: list[int] = []
+    gold = 0
+    for pk, unit_a, unit_b in (
+        study.items.filter(unit__isnull=False, unit_b__isnull=False)
+        .order_by("position", "pk")
+        .values_list("pk", "unit_id", "unit_b_id")
+    ):
+        if data.items[pk].is_gold:
+            gold += 1
+            continue
+        position[(unit_a, unit_b)] = len(item_ids)
+        item_ids.append(pk)
+    row_of = {pk: row for row, pk in enumerate(item_ids)}
+    human = np.zeros((len(item_ids), len(BATTLE_OUTCOMES)), dtype=np.int64)
+    for answer in data.counted(include_excluded=include_excluded):
+        row = row_of.get(answer.item_id)
+        if row is not None and answer.role == AssignmentRole.ANNOTATE:
+            human[row, BATTLE_OUTCOME_CODES[kind.battle_winner(answer.label)]] += 1
+    # The comparisons of the items' replies: a superset (side A of one item against side B of
+    # another), narrowed to the items' own pairs below.
+    a_side = study.items.values("unit_id")
+    b_side = study.items.values("unit_b_id")
+    verdicts = PairwiseJudgment.objects.filter(
+        Q(comparison__unit_a_id__in=a_side, comparison__unit_b_id__in=b_side)
+        | Q(comparison__unit_a_id__in=b_side, comparison__unit_b_id__in=a_side)
+    ).values_list(
+        "comparison__unit_a_id", "comparison__unit_b_id", "judge_name", "order", "state", "winner"
+    )
+    judges: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for unit_a, unit_b, judge, order, state, winner in verdicts:
+        row, turned = position.get((unit_a, unit_b)), False
+        if row is None:
+            row, turned = position.get((unit_b, unit_a)), True
+        if row is None:
+            continue
+        code = ERROR
+        if state == JudgmentState.DONE:
+            code = BATTLE_OUTCOME_CODES[BATTLE_SWAPPED[winner] if turned else winner]
+        # Stored the other way round, the comparison's side A shown first is the item's B.
+        first_a = (order == PairOrder.AB) != turned
+        pair = judges.setdefault(
+            judge,
+            (
+                np.full(len(item_ids), NOT_ASKED, np.int64),
+                np.full(len(item_ids), NOT_ASKED, np.int64),
+            ),
+        )
+        pair[0 if first_a else 1][row] = code
+    if gold:
+        notes.append(f"{gold} gold item(s) left out (quality checks)")
+    unpaired = len(data.items) - len(item_ids) - gold
+    if unpaired:
+        notes.append(
+            f"{unpaired} item(s) without two replies of a run (imported battles, release "
+            "items) can have no LLM pairwise verdict: left out"
+        )
+    pairs = JudgedPairs(
+        item_id=np.array(item_ids, dtype=np.int64),
+        human=human,
+        judges={name: judges[name] for name in sorted(judges)},
+    )
+    return pairs, notes
 
 
 @contextmanager

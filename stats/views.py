@@ -25,15 +25,17 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     table_request = form.to_request()
     study = form.selected_study
     panels = dashboard_panels.dashboard_panels(
-        table_request, study_kind=study.kind if study else None
+        table_request,
+        study_kind=study.kind if study else None,
+        pairwise_judge=form.chosen_pairwise_judge,
     ).values()
     context = {
         "form": form,
         "run": table_request.run,
         "study": study,
         "seed": table_request.seed,
-        "run_panels": [p for p in panels if p.spec.needs == tables.RUN],
-        "study_panels": [p for p in panels if p.spec.needs == tables.STUDY],
+        "run_panels": [p for p in panels if p.needs == tables.RUN],
+        "study_panels": [p for p in panels if p.needs == tables.STUDY],
         "raw_exports": dashboard_panels.raw_export_links(table_request),
     }
     template = "stats/dashboard.html"

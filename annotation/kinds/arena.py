@@ -193,7 +193,7 @@ class Arena(StudyKind):
     empty_selection_field = "runs"
     has_positions = True
     battles = True
-    tables = ("arena-ranking", "arena-pairs", "human-agreement")
+    tables = ("arena-ranking", "arena-pairs", "pairwise-judge-human", "human-agreement")
 
     def normalise_label(self, raw: str) -> str | None:
         return LABEL_ALIASES.get(raw.strip().lower()) or super().normalise_label(raw)

@@ -100,7 +100,14 @@ class Pairwise(StudyKind):
         "The run has no trigger of this selection with both a vanilla and a rubric-injected "
         "reply (finished, sample 0) from the chosen models."
     )
-    tables = ("preference", "preference-raters", "arena-ranking", "arena-pairs", "human-agreement")
+    tables = (
+        "preference",
+        "preference-raters",
+        "arena-ranking",
+        "arena-pairs",
+        "pairwise-judge-human",
+        "human-agreement",
+    )
     release_judge_field = "judge_score_case_a"
     has_positions = True
     battles = True

@@ -38,6 +38,7 @@ TABLE_MODULES = (
     "benchmark_correlation",
     "preference",
     "arena",
+    "pairwise_judge_human",
     "failure_modes",
     "failure_modes_llm",
     "failure_modes_llm_vs_human",

@@ -39,6 +39,9 @@ from stats.tables.base import (
 )
 
 RANKING, PAIRS = "arena-ranking", "arena-pairs"
+JUDGE_PANELS = (RANKING, PAIRS)
+"""The tables the dashboard also draws in a run's section when the run has LLM pairwise judges:
+the chosen judge's battles (``battles=judge``), beside the consistency table's flip rates."""
 BOOTSTRAP = Bootstrap(BATTLE_RESAMPLES, "battles (seeded)")
 
 RANKING_COLUMNS = (

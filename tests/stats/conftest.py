@@ -9,7 +9,15 @@ from annotation.models import Answer, Rater, Study, StudyItem
 from annotation.services.assignments import answer_submit, assignment_next
 from annotation.services.studies import StudySpec, rater_exclusion_set, study_create
 from benchmark.evaluation.demo_run import DEMO_RUN_NAME
-from benchmark.models import EvaluationRun, Judgment
+from benchmark.models import (
+    EvaluationRun,
+    Judgment,
+    JudgmentState,
+    PairwiseComparison,
+    PairwiseJudgment,
+)
+from stats.compute.pairwise_consistency import ERROR, NOT_ASKED
+from stats.interfaces import BATTLE_OUTCOME_CODES as WINNER_CODES
 from tests.annotation.conftest import (
     JUDGES,
     build_run,
@@ -97,3 +105,73 @@ def pick_case(case: str):
         return {"choice": choice, "confidence": 3}
 
     return decide
+
+
+# --- LLM pairwise verdicts, written as rows ----------------------------------------------------
+
+A, B = WINNER_CODES["model_a"], WINNER_CODES["model_b"]
+TIE, BAD = WINNER_CODES["tie"], WINNER_CODES["tie (bothbad)"]
+# One judge's verdicts on eight comparisons: (A shown first, B shown first).
+PAIRWISE_VERDICTS = (
+    (A, A),  # consistent
+    (A, B),  # flips: the first-shown reply wins both times (a side reversal)
+    (B, A),  # flips: the second-shown reply wins both times (a side reversal)
+    (TIE, TIE),  # consistent
+    (BAD, TIE),  # flips, between two kinds of tie
+    (A, TIE),  # flips
+    (ERROR, A),  # one order only (a judge error)
+    (A, NOT_ASKED),  # one order only (not asked yet)
+)
+WINNERS = {code: winner for winner, code in WINNER_CODES.items()}
+
+
+def judge_verdicts(comparisons, name: str, verdicts) -> None:
+    """Write judge ``name``'s verdicts on ``comparisons``: one (A shown first, B shown first)
+    pair of winner codes each (``NOT_ASKED``: no row; ``ERROR``: a judge error)."""
+    rows = []
+    for comparison, pair in zip(comparisons, verdicts, strict=True):
+        for order, code in zip(("ab", "ba"), pair, strict=True):
+            if code == NOT_ASKED:
+                continue
+            done = code != ERROR
+            rows.append(
+                PairwiseJudgment(
+                    comparison=comparison,
+                    judge_name=name,
+                    order=order,
+                    state=JudgmentState.DONE if done else JudgmentState.JUDGE_ERROR,
+                    winner=WINNERS[code] if done else "",
+                )
+            )
+    PairwiseJudgment.objects.bulk_create(rows)
+
+
+def compare_models(run: EvaluationRun, n: int) -> list[PairwiseComparison]:
+    """``n`` vanilla comparisons of ``run``: its first model (by name) against its second, at
+    its first ``n`` triggers (by id)."""
+    units = {
+        (u.trigger_id, u.endpoint.name, u.condition): u
+        for u in run.units.select_related("endpoint")
+    }
+    models = sorted({name for _, name, _ in units})
+    triggers = sorted({trigger for trigger, _, _ in units})[:n]
+    return PairwiseComparison.objects.bulk_create(
+        PairwiseComparison(
+            run=run,
+            trigger_id=t,
+            unit_a=units[(t, models[0], "vanilla")],
+            unit_b=units[(t, models[1], "vanilla")],
+        )
+        for t in triggers
+    )
+
+
+@pytest.fixture
+def judged(study_run):
+    """Eight vanilla comparisons (the first model against the second at eight triggers): judge
+    "pj-one" answers as PAIRWISE_VERDICTS, "pj-two" picks side A every time."""
+    comparisons = compare_models(study_run, 8)
+    judge_verdicts(comparisons, "pj-one", PAIRWISE_VERDICTS)
+    judge_verdicts(comparisons, "pj-two", [(A, A)] * 8)
+    study_run.models = sorted(study_run.endpoints.values_list("name", flat=True))
+    return study_run

@@ -192,9 +192,10 @@ def test_bad_options_are_refused_with_what_to_do(
         response = client.get(_url(RANKING, study=study.pk, resamples=resamples))
         assert response.status_code == 400 and "resamples" in response.json()
     assert client.get(_url(RANKING, study=study.pk, ties="third")).status_code == 400
-    source = client.get(_url(PAIRS, study=study.pk, battles="judge"))
-    assert source.status_code == 400
-    assert source.json()["detail"] == "battles is study (where the battles come from), not 'judge'"
+    source = client.get(_url(PAIRS, study=study.pk, battles="crowd"))
+    assert source.status_code == 400 and "battles" in source.json()
+    with pytest.raises(StatsInputError, match="battles is study or judge .*, not 'crowd'"):
+        build(PAIRS, study, battles="crowd")
     with pytest.raises(CommandError, match=f"resamples is between {low} and {high:,}"):
         call_command("export_stats", RANKING, "--study", str(study.pk), "--resamples", "5")
     rating = create_study(study_run, "direct_rating", make_annotators(1), overlap=1)
@@ -291,6 +292,7 @@ def test_the_schema_documents_the_ranking_options(client_for, researcher):
         parameters
     )
     assert parameters["ties"]["schema"]["enum"] == ["half", "exclude"]
+    assert parameters["battles"]["schema"]["enum"] == ["study", "judge"]
     assert parameters["resamples"]["schema"]["minimum"] == BATTLE_RESAMPLES_RANGE[0]
     assert parameters["resamples"]["schema"]["maximum"] == BATTLE_RESAMPLES_RANGE[1]
     row = schema["components"]["schemas"]["ArenaRankingRow"]["properties"]

@@ -38,6 +38,9 @@ RUN_SECTIONS = (
     "failure-modes-llm",
     "failure-modes-llm-vs-human",
     "judge-human-alignment",
+    # The demo run has pairwise verdicts: the ranking of its primary judge's battles.
+    "arena-ranking-judge",
+    "arena-pairs-judge",
     "raw-exports",
 )
 UPLOAD = reverse("stats:benchmark_scores")
@@ -49,12 +52,13 @@ def test_researcher_sees_every_panel_with_charts_and_csv_links(demo_run, client_
     html = response.content.decode()
     for section in RUN_SECTIONS:
         assert f'id="{section}"' in html
-    # pass rate, weighted, phases, style and phase scatters, the classifier's failure modes
-    assert html.count("<svg") == 6
+    # pass rate, weighted, phases, style and phase scatters, the classifier's failure modes;
+    # the pairwise judge's ratings and win rates
+    assert html.count("<svg") == 8
     assert "Phase sensitivity: b_m against pass rate" in html
     assert "Atlas Large (demo)" in html
     csv_links = re.findall(r'href="(/api/v1/tables/[^"]+format=csv)"', html)
-    assert len(csv_links) == 13
+    assert len(csv_links) == 15
     for link in csv_links:
         assert client_for(researcher).get(link.replace("&amp;", "&")).status_code == 200
     assert "/api/v1/exports/judgments.csv?run=" in html
@@ -89,8 +93,10 @@ def test_dashboard_query_count_is_fixed(
     # classifier's labels and the failure-mode studies they are compared with; 1 the judges'
     # repeats (self-consistency); 3 the injection effect's other condition (its judge, units
     # and verdicts)
-    # leaderboard-by-domain reads the domain names: 1; pairwise judge consistency its verdicts: 1
-    with django_assert_max_num_queries(26):
+    # leaderboard-by-domain reads the domain names: 1; pairwise judge consistency its verdicts: 1;
+    # the pairwise judge filter its choices (1) and the judge's ranking panels its battle
+    # counts (1)
+    with django_assert_max_num_queries(28):
         assert client.get(DASHBOARD).status_code == 200
 
 
@@ -255,9 +261,10 @@ STUDY_SECTIONS = {
         "preference-raters",
         "arena-ranking",
         "arena-pairs",
+        "pairwise-judge-human",
         "human-agreement",
     },
-    "arena": {"arena-ranking", "arena-pairs", "human-agreement"},
+    "arena": {"arena-ranking", "arena-pairs", "pairwise-judge-human", "human-agreement"},
     "direct_rating": {"human-agreement"},
     "adjudication": {"human-agreement"},
     "failure_mode": {"failure-modes", "human-agreement"},
@@ -331,7 +338,7 @@ def test_every_demo_study_on_the_dashboard_before_and_after_answers(db, client_f
                 assert status == (400 if disconnected else 200), link
     pairwise = next(s for s in studies if s.kind == "pairwise")
     html = client.get(DASHBOARD, {"study": pairwise.pk}).content.decode()
-    assert html.count("<svg") == 7  # the run's six, and the preference bars
+    assert html.count("<svg") == 9  # the run's eight, and the preference bars
     assert "annotator1" in html and "annotator2" in html  # the per-rater table
 
 
@@ -348,8 +355,9 @@ def test_dashboard_with_a_study_has_a_fixed_query_count(
         for n in range(4):
             answer_next(rater, lambda a, n=n: DEMO_ANSWERS["pairwise"](n))
     client.get(DASHBOARD, {"study": study.pk})  # warm the session and content types
-    # 26 without a study; the ranking panels of its battles add 2 (raters, battle counts)
-    with django_assert_max_num_queries(35):
+    # 28 without a study; the ranking panels of its battles add 2 (raters, battle counts); the
+    # pairwise judge vs people table 2 (the items' pairs, the judges' verdicts on them)
+    with django_assert_max_num_queries(39):
         assert client.get(DASHBOARD, {"study": study.pk}).status_code == 200
 
 

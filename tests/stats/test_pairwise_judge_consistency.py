@@ -14,29 +14,16 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from benchmark.models import JudgmentState, PairwiseComparison, PairwiseJudgment
+from benchmark.models import PairwiseComparison
 from benchmark.vocabulary import BattleWinner
 from stats import selectors, tables
 from stats.compute.bradley_terry import bradley_terry
-from stats.compute.pairwise_consistency import ERROR, NOT_ASKED, pairwise_consistency
-from stats.interfaces import BATTLE_OUTCOME_CODES as WINNER_CODES
+from stats.compute.pairwise_consistency import NOT_ASKED, pairwise_consistency
 from stats.interfaces import Battles
 from stats.selectors import StatsInputError, TableRequest
+from tests.stats.conftest import PAIRWISE_VERDICTS, A, B, judge_verdicts
 
 NAME = "pairwise-judge-consistency"
-A, B = WINNER_CODES["model_a"], WINNER_CODES["model_b"]
-TIE, BAD = WINNER_CODES["tie"], WINNER_CODES["tie (bothbad)"]
-# One judge's verdicts on eight comparisons: (A shown first, B shown first).
-VERDICTS = (
-    (A, A),  # consistent
-    (A, B),  # flips: the first-shown reply wins both times (a side reversal)
-    (B, A),  # flips: the second-shown reply wins both times (a side reversal)
-    (TIE, TIE),  # consistent
-    (BAD, TIE),  # flips, between two kinds of tie
-    (A, TIE),  # flips
-    (ERROR, A),  # one order only (a judge error)
-    (A, NOT_ASKED),  # one order only (not asked yet)
-)
 Z = 1.959963984540054
 
 
@@ -49,7 +36,7 @@ def wilson(k, n):
 
 
 def test_consistency_by_hand():
-    ab, ba = (np.array(column) for column in zip(*VERDICTS, strict=True))
+    ab, ba = (np.array(column) for column in zip(*PAIRWISE_VERDICTS, strict=True))
     c = pairwise_consistency(ab, ba)
     assert (c.pairs, c.consistent, c.reversals) == (6, 2, 2)
     assert c.flip_rate == pytest.approx(4 / 6) and c.consistent_share == pytest.approx(2 / 6)
@@ -69,53 +56,6 @@ def test_nothing_judged_in_both_orders_is_undefined_not_zero():
     assert c.pairs == 0 and math.isnan(c.flip_rate) and math.isnan(c.flip_ci[0])
     with pytest.raises(ValueError, match="differ in length"):
         pairwise_consistency(np.array([A]), np.array([A, B]))
-
-
-WINNERS = {code: winner for winner, code in WINNER_CODES.items()}
-
-
-def _judge(comparisons, name, verdicts):
-    rows = []
-    for comparison, pair in zip(comparisons, verdicts, strict=True):
-        for order, code in zip(("ab", "ba"), pair, strict=True):
-            if code == NOT_ASKED:
-                continue
-            done = code != ERROR
-            rows.append(
-                PairwiseJudgment(
-                    comparison=comparison,
-                    judge_name=name,
-                    order=order,
-                    state=JudgmentState.DONE if done else JudgmentState.JUDGE_ERROR,
-                    winner=WINNERS[code] if done else "",
-                )
-            )
-    PairwiseJudgment.objects.bulk_create(rows)
-
-
-@pytest.fixture
-def judged(study_run):
-    """Eight vanilla comparisons (the first model against the second at eight triggers): judge
-    "pj-one" answers as VERDICTS, "pj-two" picks side A every time."""
-    units = {
-        (u.trigger_id, u.endpoint.name, u.condition): u
-        for u in study_run.units.select_related("endpoint")
-    }
-    models = sorted({name for _, name, _ in units})
-    triggers = sorted({trigger for trigger, _, _ in units})[:8]
-    comparisons = PairwiseComparison.objects.bulk_create(
-        PairwiseComparison(
-            run=study_run,
-            trigger_id=t,
-            unit_a=units[(t, models[0], "vanilla")],
-            unit_b=units[(t, models[1], "vanilla")],
-        )
-        for t in triggers
-    )
-    _judge(comparisons, "pj-one", VERDICTS)
-    _judge(comparisons, "pj-two", [(A, A)] * 8)
-    study_run.models = models
-    return study_run
 
 
 def test_the_table_reads_the_verdicts(judged):
@@ -151,7 +91,7 @@ def test_battle_sources_name_the_condition_once_comparisons_span_conditions(judg
     across = PairwiseComparison.objects.create(
         run=judged, trigger=unit.trigger, unit_a=unit, unit_b=twin
     )
-    _judge([across], "pj-two", [(B, B)])
+    judge_verdicts([across], "pj-two", [(B, B)])
     battles = list(selectors.run_pairwise_battles(run=judged, judge="pj-two"))
     assert len(battles) == 9
     assert (battles[-1].source_a, battles[-1].source_b, battles[-1].winner) == (

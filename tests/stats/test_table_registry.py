@@ -150,6 +150,7 @@ def test_registration_order_is_the_listed_modules_order():
         "preference-raters",
         "arena-ranking",
         "arena-pairs",
+        "pairwise-judge-human",
         "failure-modes",
         "failure-modes-llm",
         "failure-modes-llm-vs-human",

@@ -32,7 +32,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--verdicts",
             default="primary",
-            help="verdict source: primary, adjudicated, or a judge's handle (default: primary)",
+            help="verdict source: primary, adjudicated, or a judge's handle (default: primary); "
+            "with --battles judge, the pairwise judge ranked: primary or a pairwise judge's name",
         )
         parser.add_argument(
             "--condition", choices=Condition.values, default=Condition.VANILLA, help="replies"
@@ -65,10 +66,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--battles",
+            choices=selectors.BATTLE_SOURCES,
             default="study",
             help="ranking tables (arena-ranking, arena-pairs): where the battles come from: "
-            + ", ".join(selectors.BATTLE_SOURCES)
-            + " (the live answers of the arena or pairwise study given by --study; default)",
+            + " or ".join(selectors.BATTLE_SOURCES)
+            + " (study: the live answers of the arena or pairwise study given by --study, the "
+            "default; judge: the consistent verdicts of the pairwise judge given by --verdicts "
+            "on the run given by --run, default the newest finished run)",
         )
         parser.add_argument(
             "--ties",
@@ -122,7 +126,9 @@ class Command(BaseCommand):
             if run_obj is None:
                 raise CommandError(f"no run {run}")
         else:
-            run_obj = selectors.default_run() if spec.needs == tables.RUN else None
+            # A run table reads a run, and so does a ranking of a pairwise judge's battles.
+            reads_run = spec.needs == tables.RUN or battles == "judge"
+            run_obj = selectors.default_run() if reads_run else None
         request = selectors.TableRequest(
             run=run_obj,
             verdicts=selectors.VerdictSource.parse(verdicts),
