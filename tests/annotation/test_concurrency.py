@@ -11,6 +11,7 @@ from django.db import connection, connections
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from annotation import kinds
 from annotation.models import Answer, Assignment, AssignmentState, StudyItem
 from annotation.services.assignments import (
     AnswerInput,
@@ -62,10 +63,12 @@ def _max_holding_per_item(study) -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("kind", ["pairwise", "arena"])
+@pytest.mark.parametrize("kind", sorted(kind.key for kind in kinds.all_kinds()))
 def test_simultaneous_next_never_pushes_an_item_past_k(make_study, make_annotators, kind):
     users = make_annotators(THREADS)
-    study = make_study(kind, annotators=users, overlap=2)
+    # Handing out is the same for every kind; each kind's items come from its own selection.
+    extra = {"condition": "vanilla"} if kind == "proposal_review" else {}
+    study = make_study(kind, annotators=users, overlap=2, **extra)
     raters = [rater(study, u) for u in users]
     got = _in_parallel(lambda i: assignment_next(rater=raters[i]).item_id, THREADS)
     per_item = Counter(got)
