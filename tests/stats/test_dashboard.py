@@ -156,15 +156,18 @@ def test_every_mark_of_every_dashboard_chart_shows_its_value_on_hover(
     browser's tooltip), and each row an invisible hit area with it, so a thin bar shows it."""
     html = client_for(researcher).get(DASHBOARD).content.decode()
     svgs = re.findall(r"<svg.*?</svg>", html, re.S)
-    assert len(svgs) == 6
+    # The run's six, and the ranking of its pairwise judge's battles (intervals and heatmap).
+    assert len(svgs) == 8
     for svg in svgs:
+        # (A heatmap's diagonal, a source against itself, has no value to show.)
         marks = re.findall(
-            r'<(rect|circle|line) [^>]*class="(?!grid|reference)[^"]*">(.*?)</\1>', svg
+            r'<(rect|circle|line) [^>]*class="(?!grid|reference|heat-self)[^"]*">(.*?)</\1>', svg
         )
         assert marks, svg[:200]
         for kind, inner in marks:
             assert re.fullmatch(r"<title>[^<]+: [^<]*\d[^<]*</title>", inner), (kind, inner)
-        assert 'class="hit"' in svg or "<circle" in svg  # rows of bars; a scatter's points
+        # Rows of bars have a hit area; a scatter's points and a heatmap's cells are their own.
+        assert 'class="hit"' in svg or "<circle" in svg or 'class="heat-' in svg
     # A leaderboard row: its hit area, bar, whiskers and value all say the same.
     row = re.search(r'<rect [^>]*class="hit"><title>(Atlas Large \(demo\): [^<]+)</title>', html)
     assert row and html.count(f"<title>{row.group(1)}</title>") >= 5
