@@ -14,9 +14,28 @@ Role = Literal["system", "user", "assistant"]
 
 
 @dataclass(frozen=True)
+class ImagePart:
+    """One image a user turn carries (multimodal turns, issue #18).
+
+    ``data`` is the image file's bytes exactly as stored (already validated by Pillow on the way
+    in); ``media_type`` its MIME type ("image/png", "image/jpeg", …); ``sha256`` the hex digest
+    of ``data``, which the replay provider keys recordings by; ``alt`` the corpus's alt text
+    (never sent to a model as the image's substitute, but kept for display).
+    """
+
+    media_type: str
+    data: bytes
+    sha256: str
+    alt: str = ""
+
+
+@dataclass(frozen=True)
 class ChatMessage:
+    """One chat message. ``images`` (user messages only) follow the text, in corpus order."""
+
     role: Role
     content: str
+    images: tuple[ImagePart, ...] = ()
 
 
 @dataclass(frozen=True)
