@@ -298,6 +298,42 @@ STORAGES = {
         )
     },
 }
+# Turn images (multimodal turns): a private store, never served from a public URL — only the
+# view that checks who may see an image reads it (docs/corpus-format.md, "Images").
+# PROACTBENCH_IMAGE_STORAGE=s3 keeps them in an S3-compatible bucket instead (django-storages,
+# installed separately; credentials from the usual AWS_* environment variables).
+_image_storage = env_str("PROACTBENCH_IMAGE_STORAGE", "filesystem")
+if _image_storage not in {"filesystem", "s3"}:
+    raise ImproperlyConfigured(
+        f"PROACTBENCH_IMAGE_STORAGE={_image_storage!r}: use 'filesystem' (default) or 's3'."
+    )
+if _image_storage == "s3":
+    if not env_str("PROACTBENCH_IMAGE_S3_BUCKET"):
+        raise ImproperlyConfigured(
+            "PROACTBENCH_IMAGE_STORAGE=s3 needs PROACTBENCH_IMAGE_S3_BUCKET."
+        )
+    STORAGES["turn_images"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("PROACTBENCH_IMAGE_S3_BUCKET"),
+            "endpoint_url": env_str("PROACTBENCH_IMAGE_S3_ENDPOINT_URL", "") or None,
+            "location": "turn-images",
+            "default_acl": "private",
+            "querystring_auth": True,
+            "file_overwrite": False,
+        },
+    }
+else:
+    STORAGES["turn_images"] = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": VAR_DIR / "turn-images", "base_url": "/no-public-url/"},
+    }
+# An image larger than this (bytes, as stored) or with more pixels (width × height: Pillow's
+# decompression-bomb guard, checked before the pixels are decoded) is refused, as is a turn
+# with more images; so is any type but PNG, JPEG, WebP and GIF.
+PROACTBENCH_IMAGE_MAX_BYTES = env_int("PROACTBENCH_IMAGE_MAX_BYTES", 5 * 1024 * 1024)
+PROACTBENCH_IMAGE_MAX_PIXELS = env_int("PROACTBENCH_IMAGE_MAX_PIXELS", 25_000_000)
+PROACTBENCH_IMAGE_MAX_PER_TURN = env_int("PROACTBENCH_IMAGE_MAX_PER_TURN", 8)
 # Uploads above this size are streamed to a temporary file rather than held in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10_485_760

@@ -11,6 +11,7 @@ from typing import IO
 
 from django.db.models import Prefetch, QuerySet
 
+from benchmark.corpus.images import EmbedImages, ImageWriter, image_parts
 from benchmark.corpus.schema import EXTENSION_KEY
 from benchmark.models import Anchor, Dialogue, Trigger, Turn
 
@@ -28,7 +29,9 @@ def trigger_rubric(trigger: Trigger) -> dict:
     }
 
 
-def _extension(dialogue: Dialogue, turns: list[Turn], anchors: list[Anchor]) -> dict:
+def _extension(
+    dialogue: Dialogue, turns: list[Turn], anchors: list[Anchor], images: ImageWriter
+) -> dict:
     style = dialogue.style
     turn_index = {turn.id: turn.index for turn in turns}
     trigger_anchors = {
@@ -71,11 +74,17 @@ def _extension(dialogue: Dialogue, turns: list[Turn], anchors: list[Anchor]) -> 
             for a in anchors
         ]
         extension["trigger_anchors"] = trigger_anchors
+    turn_images = image_parts([(turn.index, list(turn.images.all())) for turn in turns], images)
+    if turn_images:
+        extension["turn_images"] = turn_images
     return extension
 
 
-def dialogue_to_record(dialogue: Dialogue, *, official_only: bool = False) -> dict:
-    """One dialogue as a release record (uses prefetched turns, triggers and anchors)."""
+def dialogue_to_record(
+    dialogue: Dialogue, *, official_only: bool = False, images: ImageWriter | None = None
+) -> dict:
+    """One dialogue as a release record (uses prefetched turns, triggers, anchors and turn
+    images). ``images``: how turn images are written (default: embedded as base64)."""
     turns = list(dialogue.turns.all())
     triggers = [turn.trigger for turn in turns if hasattr(turn, "trigger")]
     record: dict = {
@@ -106,7 +115,9 @@ def dialogue_to_record(dialogue: Dialogue, *, official_only: bool = False) -> di
         record["token_usage"] = dialogue.token_usage
     record.update(dialogue.extra)
     if not official_only:
-        record[EXTENSION_KEY] = _extension(dialogue, turns, list(dialogue.anchors.all()))
+        record[EXTENSION_KEY] = _extension(
+            dialogue, turns, list(dialogue.anchors.all()), images or EmbedImages()
+        )
     return record
 
 
@@ -119,7 +130,7 @@ def dialogues_for_export(queryset: QuerySet[Dialogue] | None = None) -> QuerySet
                 "turns",
                 queryset=Turn.objects.order_by("index")
                 .select_related("trigger")
-                .prefetch_related("trigger__anchors"),
+                .prefetch_related("trigger__anchors", "images"),
             ),
             Prefetch("anchors", queryset=Anchor.objects.order_by("id")),
         )
@@ -128,18 +139,29 @@ def dialogues_for_export(queryset: QuerySet[Dialogue] | None = None) -> QuerySet
 
 
 def iter_export_lines(
-    queryset: QuerySet[Dialogue] | None = None, *, official_only: bool = False
+    queryset: QuerySet[Dialogue] | None = None,
+    *,
+    official_only: bool = False,
+    images: ImageWriter | None = None,
 ) -> Iterator[str]:
+    """One line per dialogue; an embedded image is read when its line is written, so memory
+    holds one line's images at most."""
     for dialogue in dialogues_for_export(queryset).iterator(chunk_size=CHUNK_SIZE):
-        yield json.dumps(dialogue_to_record(dialogue, official_only=official_only)) + "\n"
+        record = dialogue_to_record(dialogue, official_only=official_only, images=images)
+        yield json.dumps(record) + "\n"
 
 
 def corpus_export(
-    *, out: IO[str], queryset: QuerySet[Dialogue] | None = None, official_only: bool = False
+    *,
+    out: IO[str],
+    queryset: QuerySet[Dialogue] | None = None,
+    official_only: bool = False,
+    images: ImageWriter | None = None,
 ) -> int:
-    """Write the dialogues as JSON Lines to ``out``; returns how many were written."""
+    """Write the dialogues as JSON Lines to ``out``; returns how many were written.
+    ``images``: embedded (default), or written to a folder or zip by the given writer."""
     count = 0
-    for line in iter_export_lines(queryset, official_only=official_only):
+    for line in iter_export_lines(queryset, official_only=official_only, images=images):
         out.write(line)
         count += 1
     return count

@@ -19,6 +19,15 @@ from typing import IO
 from django.db import transaction
 
 from benchmark.corpus.findings import StyleTraits
+from benchmark.corpus.images import (
+    ImageRefused,
+    ImageSource,
+    ImageStore,
+    NoSource,
+    StoredImage,
+    part_bytes,
+    store_part,
+)
 from benchmark.corpus.parsing import (
     MAX_REPORTED_ERRORS,
     CorpusError,
@@ -28,6 +37,7 @@ from benchmark.corpus.parsing import (
     iter_json_lines,
     parse_dialogue,
 )
+from benchmark.corpus.schema import EXTENSION_KEY
 from benchmark.corpus.writer import BatchWriter, ImportSummary
 from benchmark.models import CommunicationStyle
 
@@ -39,6 +49,7 @@ __all__ = [
     "CorpusImportError",
     "Enrichment",
     "ImportSummary",
+    "StoredImage",
     "corpus_import",
 ]
 
@@ -50,6 +61,34 @@ class _Rollback(Exception):
     pass
 
 
+def _store_images(
+    parsed: ParsedDialogue, source: ImageSource, store: ImageStore
+) -> list[CorpusError]:
+    """Check and store the line's turn images, one decoded at a time, then drop their parts
+    from the parsed line: what the batch keeps of them is ``parsed.images`` (metadata)."""
+    extension = parsed.raw.get(EXTENSION_KEY)
+    by_turn = extension.get("turn_images") if isinstance(extension, dict) else None
+    if not by_turn:
+        return []
+    errors: list[CorpusError] = []
+    for turn_text, parts in by_turn.items():
+        for position, part in enumerate(parts):
+            field = "data" if part.get("data") is not None else "path"
+            try:
+                image = store_part(part_bytes(part, source), part, store)
+            except ImageRefused as exc:
+                path = f"$.{EXTENSION_KEY}.turn_images.{turn_text}[{position}].{field}"
+                errors.append(CorpusError(parsed.line, path, str(exc)))
+                continue
+            parsed.images.append(
+                StoredImage(int(turn_text), position, image, part.get("alt") or "")
+            )
+    del extension["turn_images"]
+    assert parsed.record.x_workbench is not None  # it has turn_images
+    parsed.record.x_workbench.turn_images = None
+    return errors
+
+
 def corpus_import(
     *,
     stream: IO[bytes],
@@ -57,9 +96,12 @@ def corpus_import(
     dry_run: bool = False,
     strict: bool = False,
     enrichment: Enrichment | None = None,
+    images: ImageSource | None = None,
 ) -> ImportSummary:
     """Check and import a dialogues file. Raises CorpusImportError (nothing written) when any
-    line has a structural error, or — with ``strict`` — a protocol finding."""
+    line has a structural error, or — with ``strict`` — a protocol finding. ``images``: where
+    image parts given by ``path`` are read from (a folder or a zip); image files are written
+    as they pass their checks and removed again if the import fails (``ImageStore``)."""
     enrichment = enrichment or Enrichment()
     summary = ImportSummary(source=source, dry_run=dry_run)
     styles = StyleTraits.by_index(CommunicationStyle.objects.all())
@@ -75,6 +117,8 @@ def corpus_import(
             if len(errors) < MAX_REPORTED_ERRORS:
                 errors.append(err)
 
+    source_of_images = images or NoSource()
+    store = ImageStore(write=not dry_run)
     try:
         with transaction.atomic():
             writer = BatchWriter(enrichment, summary)
@@ -106,6 +150,12 @@ def corpus_import(
                     record_errors(line_errors)
                     continue
                 assert parsed is not None  # parse_dialogue gives errors whenever it gives None
+                # Once the file is known to be rejected, images are only checked, not written.
+                store.write = not dry_run and not error_total
+                line_errors = _store_images(parsed, source_of_images, store)
+                if line_errors:
+                    record_errors(line_errors)
+                    continue
                 summary.dialogues += 1
                 summary.findings_by_code.update(f.code for f in parsed.findings)
                 summary.dialogues_with_findings += bool(parsed.findings)
@@ -135,6 +185,10 @@ def corpus_import(
             if dry_run:
                 raise _Rollback
     except _Rollback:
+        store.discard()
         if error_total:
             raise CorpusImportError(errors, error_total, source) from None
+    except BaseException:
+        store.discard()  # the database rolled back: so do the files this import wrote
+        raise
     return summary

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from django.conf import settings
 from pydantic import ValidationError
 
 from benchmark.corpus.findings import Finding, StyleTraits, TriggerFacts, protocol_findings
@@ -152,6 +153,8 @@ class ParsedDialogue:
     anchor_texts: dict[str, str]
     trigger_anchor_keys: dict[int, list[str]]
     findings: list[Finding]
+    # The line's turn images once stored (benchmark/corpus/images.py): metadata only.
+    images: list = field(default_factory=list)
 
 
 @dataclass
@@ -219,6 +222,23 @@ def _structural_errors(line: int, rec: DialogueRecord) -> list[CorpusError]:
                 errors.append(
                     CorpusError(line, f"{path}.turn", f"turn {anchor.turn} does not exist")
                 )
+    if ext is not None and ext.turn_images:
+        cap = settings.PROACTBENCH_IMAGE_MAX_PER_TURN
+        for turn_text, parts in ext.turn_images.items():
+            path = f"$.{EXTENSION_KEY}.turn_images.{turn_text}"
+            if not (turn_text.isascii() and turn_text.isdigit()) or not (
+                1 <= int(turn_text) <= n_turns
+            ):
+                errors.append(CorpusError(line, path, f"no turn {turn_text!r}"))
+            if len(parts) > cap:
+                errors.append(
+                    CorpusError(
+                        line,
+                        path,
+                        f"{len(parts)} images, more than {cap} (PROACTBENCH_IMAGE_MAX_PER_TURN)",
+                    )
+                )
+    if ext is not None and ext.anchors is not None:
         for turn_text, refs in (ext.trigger_anchors or {}).items():
             path = f"$.{EXTENSION_KEY}.trigger_anchors.{turn_text}"
             if not (turn_text.isascii() and turn_text.isdigit()) or int(turn_text) not in seen:

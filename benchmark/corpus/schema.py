@@ -15,6 +15,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    model_validator,
 )
 
 EXTENSION_KEY = "x_workbench"
@@ -92,6 +93,24 @@ class ExtensionScenario(_Open):
     ideal_trajectory: StrictStr = ""
 
 
+class ImageContentPart(_Open):
+    """An image a user turn carries, as the chat APIs' content parts: its bytes inline
+    (``data``, base64) or in a folder or zip beside the file (``path``) — one of the two."""
+
+    type: Literal["image"]
+    media_type: Literal["image/png", "image/jpeg", "image/webp", "image/gif"] | None = None
+    data: StrictStr | None = None
+    path: StrictStr | None = Field(default=None, min_length=1, max_length=1000)
+    alt: StrictStr = ""
+    sha256: StrictStr | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ImageContentPart":
+        if (self.data is None) == (self.path is None):
+            raise ValueError("give exactly one of data (base64) or path")
+        return self
+
+
 class Extension(_Open):
     """``x_workbench``: what the Workbench adds; ignored by the official tools."""
 
@@ -102,6 +121,8 @@ class Extension(_Open):
     trigger_anchors: dict[str, list[StrictStr]] | None = None
     status: Literal["draft", "in_audit", "accepted", "rejected"] | None = None
     provenance: dict[str, Any] | None = None
+    # Turn number (as text, like trigger_anchors) → the images its user message carries.
+    turn_images: dict[str, list[ImageContentPart]] | None = None
 
 
 class DialogueRecord(_Open):

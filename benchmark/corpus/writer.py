@@ -20,6 +20,7 @@ from benchmark.models import (
     Scenario,
     Trigger,
     Turn,
+    TurnImage,
 )
 
 _TURN_KEYS = ("turn", "planner", "user_message", "assistant_response")
@@ -37,6 +38,7 @@ class ImportSummary:
     unchanged: int = 0
     turns: int = 0
     triggers: int = 0
+    images: int = 0
     triggers_by_type: Counter = field(default_factory=Counter)
     findings_by_code: Counter = field(default_factory=Counter)
     dialogues_with_findings: int = 0
@@ -49,7 +51,8 @@ class ImportSummary:
             f"({self.created} new, {self.updated} updated, {self.unchanged} unchanged)",
             f"  turns: {self.turns}   triggers: {self.triggers} ("
             + ", ".join(f"{k} {v}" for k, v in sorted(self.triggers_by_type.items()))
-            + ")",
+            + ")"
+            + (f"   images: {self.images}" if self.images else ""),
             f"  protocol findings: {sum(self.findings_by_code.values())} in "
             f"{self.dialogues_with_findings} dialogue(s)",
         ]
@@ -73,6 +76,7 @@ class BatchWriter:
         blueprints = self._blueprints(batch, scenarios)
         dialogues = self._dialogues(batch, personas, scenarios, blueprints)
         turn_ids = self._turns(batch, dialogues)
+        self._images(batch, dialogues, turn_ids)
         anchor_ids = self._anchors(batch, dialogues, turn_ids)
         self._triggers(batch, dialogues, turn_ids, anchor_ids)
 
@@ -298,6 +302,44 @@ class BatchWriter:
                 "id", "dialogue_id", "index"
             )
         }
+
+    def _images(self, batch, dialogues, turn_ids) -> None:
+        """The batch's turn images (their files are stored already): upserted by (turn,
+        position); a re-imported dialogue's images that the file no longer has are dropped."""
+        rows = [
+            TurnImage(
+                turn_id=turn_ids[(dialogues[item.record.unique_id_eval].id, stored.turn)],
+                position=stored.position,
+                file=stored.image.name,
+                sha256=stored.image.sha256,
+                media_type=stored.image.media_type,
+                width=stored.image.width,
+                height=stored.image.height,
+                byte_size=stored.image.byte_size,
+                alt=stored.alt,
+            )
+            for item in batch
+            for stored in item.images
+        ]
+        TurnImage.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["turn", "position"],
+            update_fields=["file", "sha256", "media_type", "width", "height", "byte_size", "alt"],
+        )
+        self.summary.images += len(rows)
+        reimported = [dialogues[item.record.unique_id_eval].id for item in self._reimported(batch)]
+        if reimported:
+            kept = {(row.turn_id, row.position) for row in rows}
+            TurnImage.objects.filter(
+                pk__in=[
+                    pk
+                    for pk, turn_id, position in TurnImage.objects.filter(
+                        turn__dialogue_id__in=reimported
+                    ).values_list("pk", "turn_id", "position")
+                    if (turn_id, position) not in kept
+                ]
+            ).delete()
 
     def _anchors(self, batch, dialogues, turn_ids) -> dict[tuple[int, str], int]:
         rows = []

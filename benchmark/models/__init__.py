@@ -15,6 +15,8 @@ from benchmark.models.corpus import (
     Trigger,
     TriggerType,
     Turn,
+    TurnImage,
+    turn_image_storage,
 )
 from benchmark.models.curation_jobs import CurationJob, CurationTarget, TargetState
 from benchmark.models.pairwise import PairOrder, PairwiseComparison, PairwiseJudgment
@@ -87,6 +89,8 @@ __all__ = [
     "Trigger",
     "TriggerType",
     "Turn",
+    "TurnImage",
+    "turn_image_storage",
     "UnitState",
     "Verdict",
 ]

@@ -7,6 +7,7 @@ back exactly what was imported.
 """
 
 from django.core.exceptions import ValidationError
+from django.core.files.storage import Storage, storages
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -200,6 +201,51 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.dialogue_id} turn {self.index}"
+
+
+def turn_image_storage() -> Storage:
+    """Where turn images live: ``STORAGES["turn_images"]`` — a private folder under var/ by
+    default, an S3-compatible bucket in production (docs/corpus-format.md). Never the public
+    media storage: images are served only through the view that checks who may see them."""
+    return storages["turn_images"]
+
+
+class TurnImage(models.Model):
+    """One image a user turn carries (multimodal turns), in corpus order.
+
+    The file is stored once per content: its name is the SHA-256 of its bytes (``original/``,
+    the bytes exactly as imported, which an export gives back; ``display/``, the same image
+    re-encoded without metadata, which is what people are shown). Several turns may share one
+    file, so a file outlives the rows that name it."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="images")
+    position = models.PositiveSmallIntegerField(help_text="0-based place among the turn's images.")
+    file = models.FileField(
+        storage=turn_image_storage,
+        max_length=120,
+        help_text="original/<sha256>.<ext> in the turn-image storage (content-addressed).",
+    )
+    sha256 = models.CharField(max_length=64, help_text="Hex SHA-256 of the file's bytes.")
+    media_type = models.CharField(max_length=20, help_text="image/png, image/jpeg, …")
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    byte_size = models.PositiveIntegerField(help_text="The file's size in bytes.")
+    alt = models.TextField(blank=True, help_text="The corpus's alt text (shown to people).")
+
+    class Meta:
+        ordering = ["turn_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "position"], name="turn_image_unique_position")
+        ]
+        indexes = [models.Index(fields=["sha256"])]
+
+    def __str__(self) -> str:
+        return f"{self.turn} image {self.position}"
+
+    @property
+    def display_name(self) -> str:
+        """The metadata-free copy's name in the storage."""
+        return "display/" + self.file.name.removeprefix("original/")
 
 
 class TriggerType(models.TextChoices):
