@@ -9,7 +9,7 @@ shows, through the study's kind (each kind turns its sides and judges into "Resp
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -45,9 +45,10 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
-from annotation.sql import TriggerRow
+from annotation.sql import ImageRow, TriggerRow
 from benchmark.evaluation.requests import conversation_until
-from benchmark.models import Anchor, TriggerType
+from benchmark.models import Anchor, TriggerType, TurnImage
+from core.roles import is_staff_like
 
 # Rater-quality flags (docs/annotation.md): fast clicking, one label, one side.
 FAST_MEDIAN_S = 30
@@ -204,11 +205,49 @@ def reply_context(item: StudyItem, unit_ids: tuple[int, ...] = ()) -> ReplyConte
     (``sql.trigger_conversation_replies``), read on every workspace request."""
     if item.trigger_id is None:
         raise ValueError(f"study item {item.pk} rates no reply")
-    trigger, turns, replies = sql.trigger_conversation_replies(
+    trigger, turns, replies, images = sql.trigger_conversation_replies(
         item.trigger_id, unit_ids or (item.unit_id, item.unit_b_id)
     )
-    messages = conversation_until(trigger, turns)
-    return ReplyContext(trigger, [{"role": m.role, "text": m.content} for m in messages], replies)
+    by_turn: dict[int, list[ImageRow]] = defaultdict(list)
+    for image in images:
+        by_turn[image.turn].append(image)
+    # conversation_until gives one user message per turn up to the trigger's, in turn order.
+    user_turns = iter([turn.index for turn in turns if turn.index <= trigger.turn.index])
+    conversation = []
+    for message in conversation_until(trigger, turns):
+        shown: dict = {"role": message.role, "text": message.content}
+        if message.role == "user":
+            shown["images"] = by_turn.get(next(user_turns), [])
+        conversation.append(shown)
+    return ReplyContext(trigger, conversation, replies)
+
+
+def visible_turn_image(*, user, sha256: str) -> TurnImage:
+    """The turn image with this content that ``user`` may see, else 404 (whether it exists or
+    not): staff see every one; anyone else one of a turn they were shown — any turn of the
+    dialogue of an item without a trigger handed to them (an audit's), or a turn up to the
+    trigger of one with (every other kind's conversation), answered or not, in any of their
+    studies."""
+    images = TurnImage.objects.filter(sha256=sha256)
+    if not is_staff_like(user):
+        theirs = Assignment.objects.filter(rater__user=user)
+        images = images.filter(
+            Exists(
+                theirs.filter(
+                    item__trigger__isnull=True, item__dialogue_id=OuterRef("turn__dialogue_id")
+                )
+            )
+            | Exists(
+                theirs.filter(
+                    item__trigger__turn__dialogue_id=OuterRef("turn__dialogue_id"),
+                    item__trigger__turn__index__gte=OuterRef("turn__index"),
+                )
+            )
+        )
+    image = images.order_by("pk").first()
+    if image is None:
+        raise Http404("no such image")
+    return image
 
 
 def rubric(trigger: TriggerRow) -> dict:

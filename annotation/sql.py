@@ -12,8 +12,8 @@ Everything else reads and writes through the ORM.
 - ``first_candidate``: the next item to hand out, locked ``FOR UPDATE … SKIP LOCKED``.
 - ``answer_target``: the answered item, locked, with the rater's assignment on it and any
   answer already stored under the form's idempotency key (an uncorrelated LEFT JOIN).
-- ``trigger_conversation_replies``: a trigger, the conversation up to it and the item's replies
-  (a UNION ALL of two differently shaped reads).
+- ``trigger_conversation_replies``: a trigger, the conversation up to it with its turn images,
+  and the item's replies (a UNION ALL of three differently shaped reads).
 
 Each returns typed values (model instances exactly as the ORM builds them, through
 ``core.rows``, or the dataclasses below); tests/annotation/test_sql.py checks each against the
@@ -29,7 +29,7 @@ from datetime import datetime
 from django.db import connection
 
 from annotation.models import Answer, Assignment, AssignmentState, Rater, Study, StudyItem
-from benchmark.models import EvaluationUnit, Trigger, Turn
+from benchmark.models import EvaluationUnit, Trigger, Turn, TurnImage
 from core.rows import columns, fetch_rows, first, load, width
 
 
@@ -247,13 +247,26 @@ class TriggerRow:
     turn: TriggerTurn
 
 
+@dataclass(frozen=True)
+class ImageRow:
+    """A turn image as the conversation shows it: which turn, its place, its content's hash
+    (the image URL's key) and its alt text."""
+
+    turn: int
+    position: int
+    sha256: str
+    alt: str
+
+
 def trigger_conversation_replies(
     trigger_id: int, unit_ids: tuple[int | None, ...]
-) -> tuple[TriggerRow, list[TurnRow], dict[int, str]]:
-    """The trigger, the dialogue's turns up to and including its turn (in order), and the
-    replies of ``unit_ids`` (one or more; None matches nothing) by unit id, in one statement: a
-    UNION ALL of the turns (part 0; the trigger's columns repeat on each turn's row) and the
-    replies (part 1: unit id and reply in the turn columns)."""
+) -> tuple[TriggerRow, list[TurnRow], dict[int, str], list[ImageRow]]:
+    """The trigger, the dialogue's turns up to and including its turn (in order), the
+    replies of ``unit_ids`` (one or more; None matches nothing) by unit id, and those turns'
+    images (by turn, then place), in one statement: a UNION ALL of the turns (part 0; the
+    trigger's columns repeat on each turn's row), the replies (part 1: unit id and reply in the
+    turn columns) and the images (part 2: hash and alt text in two rubric columns, turn and
+    place in the two index columns)."""
     if not unit_ids:
         raise ValueError("trigger_conversation_replies needs at least one unit id")
     index = connection.ops.quote_name("index")
@@ -271,14 +284,26 @@ def trigger_conversation_replies(
             " UNION ALL"
             " SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, u.id, u.reply, NULL"
             f" FROM {EvaluationUnit._meta.db_table} u WHERE u.id IN ({placeholders})"
+            " UNION ALL"
+            f" SELECT 2, NULL, i.sha256, i.alt, NULL, NULL, c.{index}, i.position, NULL, NULL"
+            f" FROM {Trigger._meta.db_table} t"
+            f" JOIN {Turn._meta.db_table} tu ON tu.id = t.turn_id"
+            f" JOIN {Turn._meta.db_table} c"
+            f"   ON c.dialogue_id = tu.dialogue_id AND c.{index} <= tu.{index}"
+            f" JOIN {TurnImage._meta.db_table} i ON i.turn_id = c.id"
+            " WHERE t.id = %s"
             " ORDER BY part, pos",
-            [trigger_id, *unit_ids],
+            [trigger_id, *unit_ids, trigger_id],
         )
         rows = cursor.fetchall()
     turns = [row for row in rows if row[0] == 0]
     replies = {row[7]: row[8] for row in rows if row[0] == 1}
+    images = sorted(
+        (ImageRow(row[6], row[7], row[2], row[3]) for row in rows if row[0] == 2),
+        key=lambda image: (image.turn, image.position),
+    )
     kind, pass_criteria, partial_criteria, fail_criteria, dialogue_id, turn_index = turns[0][1:7]
     trigger = TriggerRow(
         kind, pass_criteria, partial_criteria, fail_criteria, dialogue_id, TriggerTurn(turn_index)
     )
-    return trigger, [TurnRow(*row[7:]) for row in turns], replies
+    return trigger, [TurnRow(*row[7:]) for row in turns], replies, images

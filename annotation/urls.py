@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from annotation import views
 
@@ -14,6 +14,9 @@ urlpatterns = [
     path("<int:study_id>/undo", views.undo, name="undo"),
     path("<int:study_id>/items/<slug:token>/", views.item_detail, name="item"),
     path("<int:study_id>/items/<slug:token>/answer", views.answer, name="answer"),
+    # A turn image, by its content's SHA-256 alone (blind: nothing of a model, a condition or
+    # a study), for whoever was shown its turn; staff too (the dialogue page).
+    re_path(r"^images/(?P<sha256>[0-9a-f]{64})$", views.turn_image, name="turn_image"),
     # Staff (admin or researcher).
     path("studies/", views.study_list, name="study_list"),
     path("studies/new", views.study_new, name="study_new"),

@@ -10,7 +10,7 @@ import secrets
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import HttpResponse
+from django.http import FileResponse, HttpResponse, HttpResponseNotModified
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
@@ -30,6 +30,7 @@ from annotation.services.assignments import (
     assignment_next,
 )
 from annotation.services.studies import StudyInputError, rater_exclusion_set, study_create
+from benchmark.models import turn_image_storage
 from core.http import SignedInRequest
 from core.roles import staff_like_required
 
@@ -50,6 +51,25 @@ ALREADY_ANSWERED = (
 
 
 # --- Annotators -------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def turn_image(request: SignedInRequest, sha256: str) -> HttpResponse:
+    """A turn image for someone who was shown its turn (404 for anyone else): the copy without
+    metadata (EXIF and the like stripped at import), private to the browser's cache, its ETag
+    the content's hash."""
+    image = selectors.visible_turn_image(user=request.user, sha256=sha256)
+    headers = {"Cache-Control": "private, max-age=86400", "ETag": f'"{image.sha256}"'}
+    if request.headers.get("If-None-Match") == headers["ETag"]:
+        response: HttpResponse = HttpResponseNotModified()
+    else:
+        response = FileResponse(
+            turn_image_storage().open(image.display_name, "rb"), content_type=image.media_type
+        )
+    for name, value in headers.items():
+        response[name] = value
+    return response
 
 
 @login_required

@@ -80,7 +80,7 @@ def dialogue_for_reading(*, pk: int) -> Dialogue:
             "turns",
             queryset=Turn.objects.order_by("index")
             .select_related("trigger")
-            .prefetch_related("anchors_disclosed", "trigger__anchors"),
+            .prefetch_related("anchors_disclosed", "trigger__anchors", "images"),
         ),
         Prefetch("anchors", queryset=Anchor.objects.select_related("disclosed_in").order_by("id")),
     )

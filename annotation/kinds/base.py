@@ -21,6 +21,8 @@ from datetime import datetime
 from random import Random
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
+from core.turn_images import ZOOM_KEY
+
 if TYPE_CHECKING:
     from django.template import Template
 
@@ -86,6 +88,7 @@ COMMON_SHORTCUTS = (
     Shortcut("Esc", "leave the text box (shortcuts work again)"),
     Shortcut("u", "undo your last answer in this study"),
     Shortcut("m", "show the texts raw, as written, or rendered (Markdown)"),
+    Shortcut(ZOOM_KEY, "zoom the conversation's latest image (← / → the others; z or Esc closes)"),
     Shortcut("?", "show or hide this list"),
 )
 

@@ -10,6 +10,7 @@ from django.utils.safestring import SafeString
 
 from annotation.kinds.base import StudyKind
 from core.markdown import readable
+from core.turn_images import turn_images_markup
 
 register = template.Library()
 
@@ -106,12 +107,17 @@ def chat_bubbles(messages: list[dict]) -> SafeString:
     beside the escaped raw text); one longer than the display cap is cut, its rest folded
     under "show all" (the workspace's URLs must not tell which reply is which, so the rest is
     not fetched). In a conversation of more than ``CHAT_FOLD_AFTER`` messages the earlier
-    ones are in an open ``<details>``: collapsible without JavaScript."""
+    ones are in an open ``<details>``: collapsible without JavaScript. A user message's
+    ``images`` (rows with ``sha256`` and ``alt``) follow its text as thumbnails; the latest
+    one's first image answers the zoom key (core/turn_images.py)."""
     last = len(messages) - 1
+    with_images = [n for n, m in enumerate(messages) if m.get("images")]
+    zoom_at = with_images[-1] if with_images else None
     bubbles = [
         f'<div class="bubble {escape(m["role"])}{" is-current" if n == last else ""}">'
         f'<div class="who">{"User" if m["role"] == "user" else "Assistant"}</div>'
-        f"{readable(m['text'])}</div>"
+        f"{readable(m['text'])}"
+        f"{turn_images_markup(m.get('images') or (), zoom_key=n == zoom_at)}</div>"
         for n, m in enumerate(messages)
     ]
     if len(bubbles) > CHAT_FOLD_AFTER:

@@ -52,11 +52,13 @@ from benchmark.evaluation.judge_output import (
 )
 from benchmark.evaluation.requests import (
     OtherReply,
+    TurnImages,
     cache_key,
     classify_request,
     judge_request,
     pairwise_request,
     reply_request,
+    turn_image_parts,
 )
 from benchmark.models import (
     CallPurpose,
@@ -279,6 +281,7 @@ class _Job:
 
     unit: EvaluationUnit
     turns: list[Turn]
+    images: TurnImages  # the dialogue's turn images (multimodal turns), bytes read once
     judges: list[ModelEndpoint]
     salt: str
     judges_left: set[Asked]
@@ -342,6 +345,7 @@ class _Batch:
             "dialogue_id", "index"
         ):
             turns[turn.dialogue_id].append(turn)
+        images = turn_image_parts(dialogue_ids)
         # A unit without a reply on its first claim cannot have been judged yet; after a crash,
         # or in a re-judge, some judges (and the classifier) may have answered: one query each
         # for the units that may have something, so nothing answered is asked again.
@@ -377,6 +381,7 @@ class _Batch:
                 _Job(
                     unit=unit,
                     turns=turns[unit.trigger.turn.dialogue_id],
+                    images=images.get(unit.trigger.turn.dialogue_id, {}),
                     judges=judges,
                     salt="" if unit.run.use_cache else f"run-{unit.run_id}",
                     judges_left={
@@ -496,7 +501,10 @@ class _Batch:
             self._finish(job)
         else:
             self._call(
-                job, job.unit.endpoint, reply_request(job.unit, job.turns), CallPurpose.REPLY
+                job,
+                job.unit.endpoint,
+                reply_request(job.unit, job.turns, job.images),
+                CallPurpose.REPLY,
             )
 
     def _start_judging(self, job: _Job) -> None:

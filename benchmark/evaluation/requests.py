@@ -11,13 +11,21 @@ replies as "Response 1" and "Response 2", never which model or condition wrote e
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from benchmark.curation.prompts import load_prompt
-from benchmark.models import Condition, EvaluationUnit, ModelEndpoint, Turn
-from benchmark.providers.base import ChatMessage, ChatRequest, ReplayKey
+from benchmark.models import (
+    Condition,
+    EvaluationUnit,
+    ModelEndpoint,
+    Turn,
+    TurnImage,
+    turn_image_storage,
+)
+from benchmark.providers.base import ChatMessage, ChatRequest, ImagePart, ReplayKey
 from benchmark.providers.factory import ENDPOINT_SETTINGS
 from benchmark.vocabulary import FAILURE_MODE_DEFINITIONS, FAILURE_MODES
 
@@ -51,21 +59,55 @@ class TriggerAt(Protocol):
     def turn(self) -> TurnIndex: ...
 
 
-def conversation_until(trigger: TriggerAt, turns: Sequence[TurnText]) -> tuple[ChatMessage, ...]:
-    """The frozen history: every earlier turn in full, then the trigger turn's user message."""
+# A dialogue's turn images as the providers take them: turn number → its images, in order.
+TurnImages = Mapping[int, tuple[ImagePart, ...]]
+
+
+def turn_image_parts(dialogue_ids: Iterable[int]) -> dict[int, dict[int, tuple[ImagePart, ...]]]:
+    """The dialogues' turn images with their bytes (read from the turn-image storage), by
+    dialogue id then turn number: one query, then one read per image. The bytes are the
+    corpus's, exactly as imported (the sha256 the replay provider keys by is theirs)."""
+    found: dict[int, dict[int, list[ImagePart]]] = defaultdict(lambda: defaultdict(list))
+    storage = turn_image_storage()
+    for image in (
+        TurnImage.objects.filter(turn__dialogue_id__in=list(dialogue_ids))
+        .select_related("turn")
+        .order_by("turn__dialogue_id", "turn__index", "position")
+    ):
+        with storage.open(image.file.name, "rb") as stream:
+            data = stream.read()
+        found[image.turn.dialogue_id][image.turn.index].append(
+            ImagePart(image.media_type, data, image.sha256, image.alt)
+        )
+    return {
+        dialogue_id: {index: tuple(parts) for index, parts in by_turn.items()}
+        for dialogue_id, by_turn in found.items()
+    }
+
+
+def conversation_until(
+    trigger: TriggerAt, turns: Sequence[TurnText], images: TurnImages | None = None
+) -> tuple[ChatMessage, ...]:
+    """The frozen history: every earlier turn in full, then the trigger turn's user message;
+    each user message with its turn's ``images`` (``turn_image_parts``), if given."""
+    images = images or {}
     messages: list[ChatMessage] = []
     for turn in turns:
         if turn.index > trigger.turn.index:
             break
-        messages.append(ChatMessage("user", turn.user_message))
+        messages.append(ChatMessage("user", turn.user_message, images.get(turn.index, ())))
         if turn.index < trigger.turn.index:
             messages.append(ChatMessage("assistant", turn.assistant_response))
     return tuple(messages)
 
 
-def reply_request(unit: EvaluationUnit, turns: list[Turn]) -> ChatRequest:
+def reply_request(
+    unit: EvaluationUnit, turns: list[Turn], images: TurnImages | None = None
+) -> ChatRequest:
+    """The model under test's request: the conversation as the user wrote it, images
+    included."""
     trigger, endpoint = unit.trigger, unit.endpoint
-    messages = conversation_until(trigger, turns)
+    messages = conversation_until(trigger, turns, images)
     if unit.condition == Condition.RUBRIC_INJECTED:
         instruction = load_prompt("rubric_injection").render(
             trigger_type=trigger.type, pass_criteria=trigger.pass_criteria

@@ -19,6 +19,7 @@ from benchmark.models import (
 from tests.annotation.conftest import MODELS
 from tests.annotation.test_arena import second_run
 from tests.annotation.test_workspace_pages import HTMX, key_of, token_of
+from tests.images import stored_turn_image, tagged_jpeg
 from tests.proposal_review import import_contexts
 
 pytestmark = pytest.mark.django_db
@@ -315,3 +316,40 @@ def test_nothing_an_annotator_reaches_in_a_proposal_review_reveals_a_source(
         # Every context answered by both (then each one's last undone), so every page was seen.
         answers = Answer.objects.filter(assignment__item__study=study)
         assert answers.count() == 2 * study.items.count()
+
+
+def test_turn_images_are_blind_in_their_urls_headers_and_bytes(
+    run, make_study, make_annotators, client
+):
+    """Every trigger turn carries an image whose EXIF names the models and the conditions:
+    the pages show it under its content's hash alone, and what is served names nothing."""
+    users = make_annotators(2)
+    study = make_study(annotators=users, overlap=2)
+    secrets = forbidden_strings(run)
+    endpoints = list(ModelEndpoint.objects.all())
+    for n, turn in enumerate(
+        {item.trigger.turn for item in study.items.select_related("trigger__turn")}
+    ):
+        endpoint = endpoints[n % len(endpoints)]
+        stored_turn_image(
+            turn, tagged_jpeg(endpoint.model_name, endpoint.display_name, Condition.RUBRIC_INJECTED)
+        )
+    client.force_login(users[0])
+    urls: set[str] = set()
+
+    def record(token, response):
+        html = response.content.decode()
+        found = re.findall(r'src="(/annotate/images/[^"]*)"', html)
+        assert found and all(re.fullmatch(r"/annotate/images/[0-9a-f]{64}", u) for u in found)
+        urls.update(found)
+
+    walk(client, study, run, record)
+    assert urls
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 200
+        served = b"".join(response.streaming_content).lower()
+        headers = "\n".join(f"{k}: {v}" for k, v in response.items()).lower()
+        for secret in secrets:
+            assert secret.lower().encode() not in served, f"{url} carries {secret!r}"
+            assert secret.lower() not in headers, f"{url}'s headers name {secret!r}"

@@ -12,7 +12,7 @@ from django.utils import timezone
 from annotation import sql
 from annotation.models import Answer, Assignment, AssignmentState, Rater, StudyItem
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
-from benchmark.models import EvaluationUnit, Turn
+from benchmark.models import EvaluationUnit, Turn, TurnImage
 from tests.annotation.conftest import rater
 
 pytestmark = pytest.mark.django_db
@@ -111,8 +111,23 @@ def test_the_answer_target_is_the_raters_assignment_and_any_replay(make_study, m
 
 def test_the_trigger_conversation_and_replies_are_the_orms(make_study):
     study = make_study("pairwise")
+    # Images on the first turns (two on the first, out of order) and on the dialogue's last.
+    for item in study.items.select_related("trigger__turn")[:1]:
+        dialogue_turns = list(Turn.objects.filter(dialogue_id=item.trigger.turn.dialogue_id))
+        for turn, position in [(0, 1), (0, 0), (1, 0), (-1, 0)]:
+            TurnImage.objects.create(
+                turn=dialogue_turns[turn],
+                position=position,
+                file=f"original/{turn}{position}.png",
+                sha256=f"{turn % 10}{position}".ljust(64, "a"),
+                media_type="image/png",
+                width=1,
+                height=1,
+                byte_size=1,
+                alt=f"image {turn}.{position}",
+            )
     for item in study.items.select_related("trigger__turn"):
-        trigger, turns, replies = sql.trigger_conversation_replies(
+        trigger, turns, replies, images = sql.trigger_conversation_replies(
             item.trigger_id, (item.unit_id, item.unit_b_id)
         )
         turn = item.trigger.turn
@@ -134,6 +149,11 @@ def test_the_trigger_conversation_and_replies_are_the_orms(make_study):
             EvaluationUnit.objects.filter(pk__in=[item.unit_id, item.unit_b_id]).values_list(
                 "pk", "reply"
             )
+        )
+        assert [(i.turn, i.position, i.sha256, i.alt) for i in images] == list(
+            TurnImage.objects.filter(turn__in=expected)
+            .order_by("turn__index", "position")
+            .values_list("turn__index", "position", "sha256", "alt")
         )
 
 

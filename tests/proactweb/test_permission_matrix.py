@@ -46,6 +46,7 @@ from benchmark.models import (
     ResultRecordMeta,
 )
 from stats.models import ExternalBenchmarkScore
+from tests.images import stored_turn_image
 
 pytestmark = pytest.mark.django_db
 
@@ -80,6 +81,9 @@ EXPECTED: dict[str, dict[str, int]] = {
     # own item), anyone else is a 404, staff included; actions are POST only.
     "annotation:workspace": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
     "annotation:item": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
+    # A turn image: whoever was shown its turn (asked for with an image on the rater's own
+    # item's trigger turn), and staff; any other annotator a 404.
+    "annotation:turn_image": row(LOGIN, NOT_FOUND, OK, OK, rater=OK),
     r"annotation:(next|undo|answer)": row(LOGIN, 405, 405, 405),
     # Running studies is staff work (admin or researcher).
     "annotation:study_list": STAFF_LIKE,
@@ -232,6 +236,7 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
     )
     held_by_colleague = assignment_next(rater=raters[colleague.pk])
     own = assignment_next(rater=raters[study_rater.pk])
+    own_image = stored_turn_image(own.item.trigger.turn, alt="the rater's turn image")
     other_study = Study.objects.filter(kind="pairwise").exclude(pk=rater_study.pk).get()
     other_item = assignment_next(rater=other_study.raters.order_by("pk").first()).item
     # One archived study, so the archive history has a row.
@@ -245,6 +250,7 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
         "staff": admin_user,
         "rater_study": rater_study,
         "own_item": own.item,
+        "own_image": own_image,
         "colleagues_item": held_by_colleague.item,
         "other_study": other_study,
         "other_item": other_item,
@@ -305,6 +311,7 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
         "annotation:answer": [study.pk, item.token],
         "annotation:study_detail": [study.pk],
         "annotation:rater_exclusion": [study.pk, rater.pk],
+        "annotation:turn_image": [world["own_image"].sha256],
         "admin:annotation_study_archive": [study.pk],
         "admin:annotation_study_unarchive": [study.pk],
     }
@@ -354,7 +361,11 @@ def test_annotators_reach_nothing_of_the_staff_side(world):
         if statuses["annotator"] == OK:
             assert name in allowed, name
         if statuses["rater"] == OK:
-            assert name in allowed | {"annotation:workspace", "annotation:item"}, name
+            assert name in allowed | {
+                "annotation:workspace",
+                "annotation:item",
+                "annotation:turn_image",  # of a turn they were shown
+            }, name
 
 
 def _study_urls():
