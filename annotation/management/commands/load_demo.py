@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from annotation.demo import demo_labelled_study_load, demo_studies_load
+from benchmark.corpus.images import FolderSource
 from benchmark.corpus.importer import corpus_import
 from benchmark.evaluation.demo_run import demo_run_load
 from benchmark.models import JudgeDisagreement, ModelEndpoint
@@ -48,6 +49,14 @@ class Command(BaseCommand):
     def handle(self, *args, no_users, **options):
         with (DEMO_DIR / "dialogues.jsonl").open("rb") as stream:
             summary = corpus_import(stream=stream, source="demo corpus")
+        for line in summary.lines_of_text():
+            self.stdout.write(line)
+        # The multimodal demo (benchmark/demo_data/make_images.py): dialogues whose user turns
+        # carry images, read from the demo folder's images/.
+        with (DEMO_DIR / "image_dialogues.jsonl").open("rb") as stream:
+            summary = corpus_import(
+                stream=stream, source="demo image corpus", images=FolderSource(DEMO_DIR)
+            )
         for line in summary.lines_of_text():
             self.stdout.write(line)
         for name, display in DEMO_ENDPOINTS:
