@@ -34,7 +34,8 @@ def test_demo_corpus_covers_domains_styles_and_every_trigger_type(demo):
     assert Dialogue.objects.filter(is_demo=True).count() >= 10
     assert Dialogue.objects.values("domain").distinct().count() == 5
     assert Dialogue.objects.values("style").distinct().count() >= 6
-    for dialogue in Dialogue.objects.all():
+    # The multimodal demo's short dialogues (make_images.py: one trigger at the photo) aside.
+    for dialogue in Dialogue.objects.exclude(turns__images__isnull=False):
         types = set(Trigger.objects.filter(turn__dialogue=dialogue).values_list("type", flat=True))
         assert types == {"EMERGENT", "CRITICAL", "RECOVERY"}, dialogue.unique_id_eval
         assert dialogue.anchors.exists() and dialogue.scenario.hidden_goal
