@@ -40,5 +40,11 @@ class DialogueFilterForm(forms.Form):
 
 class CorpusUploadForm(forms.Form):
     file = forms.FileField(help_text="final_dialogues.jsonl (UTF-8 JSON Lines)")
+    images = forms.FileField(
+        required=False,
+        label="Images (zip)",
+        help_text="Optional: a zip holding the files that image parts name by path "
+        "(export_corpus --images zip writes one).",
+    )
     dry_run = forms.BooleanField(required=False, help_text="Check only; write nothing.")
     strict = forms.BooleanField(required=False, help_text="Treat protocol findings as errors.")

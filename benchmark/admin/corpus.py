@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import zipfile
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib import admin, messages
@@ -11,7 +13,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from benchmark.corpus.importer import CorpusImportError, corpus_import
+from benchmark.corpus.images import ImageSource, NoSource, ZipSource
+from benchmark.corpus.importer import CorpusError, CorpusImportError, corpus_import
 from benchmark.forms import CorpusUploadForm
 from benchmark.models import (
     Anchor,
@@ -171,13 +174,26 @@ class DialogueAdmin(admin.ModelAdmin):
         }
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["file"]
+            archive = form.cleaned_data["images"]
             try:
-                summary = corpus_import(
-                    stream=upload.file if hasattr(upload, "file") else upload,
-                    source=upload.name,
-                    dry_run=form.cleaned_data["dry_run"],
-                    strict=form.cleaned_data["strict"],
-                )
+                with ExitStack() as stack:
+                    images: ImageSource = NoSource()
+                    if archive is not None:
+                        try:
+                            images = ZipSource(
+                                stack.enter_context(zipfile.ZipFile(archive)), archive.name
+                            )
+                        except zipfile.BadZipFile as exc:
+                            raise CorpusImportError(
+                                [CorpusError(1, "images", f"not a zip archive: {exc}")], 1
+                            ) from None
+                    summary = corpus_import(
+                        stream=upload.file if hasattr(upload, "file") else upload,
+                        source=upload.name,
+                        dry_run=form.cleaned_data["dry_run"],
+                        strict=form.cleaned_data["strict"],
+                        images=images,
+                    )
             except CorpusImportError as exc:
                 context["import_errors"] = exc
             else:

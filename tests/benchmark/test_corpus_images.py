@@ -251,3 +251,36 @@ def test_the_display_copy_carries_no_metadata():
         assert b"gpt-x" not in clean and b"Secret Camera" not in clean
         with Image.open(io.BytesIO(clean)) as image:
             assert not image.getexif() and image.size == Image.open(io.BytesIO(data)).size
+
+
+def test_the_admin_upload_reads_image_paths_from_the_zip_beside_the_file(client_for, admin_user):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    data = image_bytes()
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("images/one.png", data)
+    record = _record(t1=[{"type": "image", "path": "images/one.png", "alt": "zipped"}])
+    client = client_for(admin_user)
+    response = client.post(
+        reverse("admin:benchmark_dialogue_import"),
+        {
+            "file": SimpleUploadedFile("final_dialogues.jsonl", jsonl_bytes([record])),
+            "images": SimpleUploadedFile("corpus.images.zip", archive.getvalue()),
+        },
+    )
+    assert response.status_code == 302
+    image = TurnImage.objects.get()
+    assert image.alt == "zipped"
+    with turn_image_storage().open(image.file.name) as stored:
+        assert stored.read() == data
+    # Without the zip, the path cannot be read: the error names the line and field.
+    Dialogue.objects.all().delete()
+    response = client.post(
+        reverse("admin:benchmark_dialogue_import"),
+        {"file": SimpleUploadedFile("final_dialogues.jsonl", jsonl_bytes([record]))},
+    )
+    assert response.status_code == 200
+    assert "line 1, $.x_workbench.turn_images.1[0].path" in response.content.decode()
+    assert not Dialogue.objects.exists()
