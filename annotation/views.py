@@ -55,14 +55,14 @@ ALREADY_ANSWERED = (
 
 @login_required
 @require_GET
-def turn_image(request: SignedInRequest, sha256: str) -> HttpResponse:
+def turn_image(request: SignedInRequest, sha256: str) -> HttpResponse | FileResponse:
     """A turn image for someone who was shown its turn (404 for anyone else): the copy without
     metadata (EXIF and the like stripped at import), private to the browser's cache, its ETag
     the content's hash."""
     image = selectors.visible_turn_image(user=request.user, sha256=sha256)
     headers = {"Cache-Control": "private, max-age=86400", "ETag": f'"{image.sha256}"'}
     if request.headers.get("If-None-Match") == headers["ETag"]:
-        response: HttpResponse = HttpResponseNotModified()
+        response: HttpResponse | FileResponse = HttpResponseNotModified()
     else:
         response = FileResponse(
             turn_image_storage().open(image.display_name, "rb"), content_type=image.media_type

@@ -67,9 +67,9 @@ def _store_images(
     """Check and store the line's turn images, one decoded at a time, then drop their parts
     from the parsed line: what the batch keeps of them is ``parsed.images`` (metadata)."""
     extension = parsed.raw.get(EXTENSION_KEY)
-    by_turn = extension.get("turn_images") if isinstance(extension, dict) else None
-    if not by_turn:
+    if not isinstance(extension, dict) or not extension.get("turn_images"):
         return []
+    by_turn = extension["turn_images"]
     errors: list[CorpusError] = []
     for turn_text, parts in by_turn.items():
         for position, part in enumerate(parts):
