@@ -7,8 +7,9 @@ serving a workspace item with three images to many annotators at once.
    (500 images) beside it. Each import runs in its own process: time and peak RSS, which must
    be flat in the number of images (one image is decoded at a time).
 2. Serving: a direct-rating study whose every item's trigger turn carries three of those
-   images, k = every annotator; each simulated annotator holds the same item and, like a
-   browser without a cache, GETs the item page, then its three images, then pauses. p95 of
+   images (k = 10: five items for 50 annotators); each simulated annotator holds an item and,
+   like a browser with its cache off, GETs the item page, then its three images side by side,
+   then pauses. p95 of
    the page and of the image responses, against gunicorn (3 sync workers, as in compose) and
    PostgreSQL. Target: both ≤ 50 ms.
 
@@ -138,9 +139,10 @@ def measure_import(path: Path, env: dict) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _prepare_serving(annotators: int, folder: Path) -> tuple[int, str, list[str]]:
-    """One study, one item, three ~200 KB images on its trigger turn. Returns (study id, item
-    page path, session keys)."""
+def _prepare_serving(annotators: int, folder: Path) -> list[tuple[str, str]]:
+    """Items of a direct-rating study, each a trigger turn carrying three ~200 KB images,
+    k = 10 (a study allows at most 20), enough items for every annotator to hold one. Returns
+    (item page path, session key) per annotator."""
     import django
 
     django.setup()
@@ -168,13 +170,18 @@ def _prepare_serving(annotators: int, folder: Path) -> tuple[int, str, list[str]
     )
     from core.roles import ANNOTATOR
 
-    # One dialogue; its trigger turn 2 carries three of the images, no other turn any.
-    line = json.loads((folder / "corpus.jsonl").read_text().splitlines()[0])
-    parts = line["x_workbench"]["turn_images"]
-    line["x_workbench"]["turn_images"] = {"2": parts["1"] + parts["2"] + parts["3"]}
-    line["trigger_points"] = [tp for tp in line["trigger_points"] if tp["turn"] == 2]
+    k = min(10, annotators)
+    items = -(-annotators // k)
+    # Each dialogue's trigger turn 2 carries three of its images; no other turn any.
+    lines = []
+    for raw in (folder / "corpus.jsonl").read_text().splitlines()[:items]:
+        line = json.loads(raw)
+        parts = line["x_workbench"]["turn_images"]
+        line["x_workbench"]["turn_images"] = {"2": parts["1"] + parts["2"] + parts["3"]}
+        line["trigger_points"] = [tp for tp in line["trigger_points"] if tp["turn"] == 2]
+        lines.append(json.dumps(line) + "\n")
     serving = folder / "serving.jsonl"
-    serving.write_text(json.dumps(line) + "\n")
+    serving.write_text("".join(lines))
     with serving.open("rb") as stream:
         corpus_import(stream=stream, images=FolderSource(folder))
     model = ModelEndpoint.objects.create(
@@ -188,14 +195,16 @@ def _prepare_serving(annotators: int, folder: Path) -> tuple[int, str, list[str]
     )
     run.dialogues.set(Dialogue.objects.all())
     run.endpoints.set([model])
-    trigger = Trigger.objects.get()
-    EvaluationUnit.objects.create(
-        run=run,
-        trigger=trigger,
-        endpoint=model,
-        condition=Condition.VANILLA,
-        state=UnitState.DONE,
-        reply="I can't see the object: could you move what is in front of it? " * 6,
+    EvaluationUnit.objects.bulk_create(
+        EvaluationUnit(
+            run=run,
+            trigger=trigger,
+            endpoint=model,
+            condition=Condition.VANILLA,
+            state=UnitState.DONE,
+            reply="I can't see the object: could you move what is in front of it? " * 6,
+        )
+        for trigger in Trigger.objects.all()
     )
     group = Group.objects.get(name=ANNOTATOR)
     users = []
@@ -210,24 +219,26 @@ def _prepare_serving(annotators: int, folder: Path) -> tuple[int, str, list[str]
             kind="direct_rating",
             name="Benchmark: rate the reply to a photo",
             annotators=users,
-            overlap=annotators,
+            overlap=k,
             run=run,
             seed=1,
         )
     )
     SessionStore = import_module(settings.SESSION_ENGINE).SessionStore  # noqa: N806
-    sessions = []
-    item = None
-    for rater in study.raters.all():
+    held = []
+    for rater in study.raters.select_related("user"):
         item = assignment_next(rater=rater).item
         session = SessionStore()
         session[SESSION_KEY] = str(rater.user_id)
         session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[-1]
         session[HASH_SESSION_KEY] = rater.user.get_session_auth_hash()
         session.create()
-        sessions.append(session.session_key)
-    assert item is not None
-    return study.pk, reverse("annotation:item", args=[study.pk, item.token]), sessions
+        held.append((reverse("annotation:item", args=[study.pk, item.token]), session.session_key))
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return held
 
 
 async def _annotator(base, page, session, deadline, think, latency, errors, warmup_until):
@@ -287,7 +298,7 @@ def measure_serving(args, folder: Path) -> dict:
     env.pop("REDIS_URL", None)
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    _, page, sessions = _prepare_serving(args.annotators, folder)
+    held = _prepare_serving(args.annotators, folder)
     port = _free_port()
     server = _start_gunicorn(args, env, port)
     latency: dict[str, list[float]] = {"page": [], "image": []}
@@ -309,7 +320,7 @@ def measure_serving(args, folder: Path) -> dict:
                         errors,
                         warmup_until,
                     )
-                    for i, key in enumerate(sessions)
+                    for i, (page, key) in enumerate(held)
                 )
             )
 
@@ -372,9 +383,10 @@ def main() -> None:
         load_after = " ".join(loadavg.read().split()[:3])
     latency, errors = serving["latency"], serving["errors"]
     print(
-        f"serving: {args.annotators} annotators on one item with 3 images, {args.duration:.0f} s "
-        f"(+{args.warmup:.0f} s warm-up), think {args.think_ms:.0f} ms ± 50%, gunicorn "
-        f"{args.workers}×{args.threads}, PostgreSQL; load average after: {load_after}"
+        f"serving: {args.annotators} annotators, each on an item with 3 images, "
+        f"{args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
+        f"think {args.think_ms:.0f} ms ± 50%, gunicorn {args.workers}×{args.threads}, "
+        f"PostgreSQL; load average after: {load_after}"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for kind in ("page", "image"):
