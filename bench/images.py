@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from annotation_next import (  # noqa: E402
     Think,
+    _cpu_snapshot,
     _free_port,
     _pct,
     _recreate_database,
@@ -324,12 +325,24 @@ def measure_serving(args, folder: Path) -> dict:
                 )
             )
 
-        asyncio.run(everyone())
+        database = args.database_url.rsplit("/", 1)[1]
+        cpu_before: dict[str, float] = {}
+
+        async def measured():
+            await asyncio.sleep(args.warmup)
+            cpu_before.update(_cpu_snapshot(server.pid, database))
+
+        async def run_all():
+            await asyncio.gather(everyone(), measured())
+
+        asyncio.run(run_all())
+        cpu_after = _cpu_snapshot(server.pid, database)
+        cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
         subprocess.run(["rm", "-rf", var_dir], check=False)
-    return {"latency": latency, "errors": errors}
+    return {"latency": latency, "errors": errors, "cpu": cpu}
 
 
 def main() -> None:
@@ -395,6 +408,14 @@ def main() -> None:
             f"{kind:<8} {len(values):>7} {_pct(values, 50):>8.1f} {_pct(values, 95):>8.1f} "
             f"{_pct(values, 99):>8.1f} {max(values, default=0):>8.1f}"
         )
+    requests = len(latency["page"]) + len(latency["image"])
+    cpu = serving["cpu"]
+    web_ms = cpu["web"] * 1000 / requests if requests else 0.0
+    print(
+        f"CPU over the measured {args.duration:.0f} s: web workers {cpu['web']:.1f} s "
+        f"({web_ms:.1f} ms per request), PostgreSQL {cpu['database']:.1f} s, simulated "
+        f"annotators {cpu['client']:.1f} s; {os.cpu_count()} cores"
+    )
     if errors:
         print(f"errors: {len(errors)} (first: {errors[0]})")
     half_result, full_result = rows[0][1], rows[1][1]
@@ -403,7 +424,8 @@ def main() -> None:
         f"peak_rss_mb={full_result['peak_mb']:.1f} "
         f"peak_rss_half_mb={half_result['peak_mb']:.1f} "
         f"page_p95_ms={_pct(latency['page'], 95):.1f} "
-        f"image_p95_ms={_pct(latency['image'], 95):.1f} errors={len(errors)}"
+        f"image_p95_ms={_pct(latency['image'], 95):.1f} web_cpu_ms_per_request={web_ms:.1f} "
+        f"errors={len(errors)}"
     )
 
 
