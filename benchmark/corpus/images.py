@@ -29,7 +29,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from PIL import Image, UnidentifiedImageError
 
-from benchmark.models import TurnImage, turn_image_storage
+from benchmark.models import TurnImage, display_name_of, turn_image_storage
 
 # Pillow's format name → the media type the corpus and the chat APIs use, and the file suffix.
 MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
@@ -228,13 +228,14 @@ class ImageStore:
         if not self.write:
             return
         storage = turn_image_storage()
-        display = "display/" + image.name.removeprefix("original/")
-        for name, content in ((image.name, data), (display, None)):
+        display = display_name_of(image.name)
+        for name, content in (
+            (image.name, lambda: data),
+            (display, lambda: without_metadata(data)),
+        ):
             if storage.exists(name):
                 continue
-            saved = storage.save(
-                name, ContentFile(without_metadata(data) if content is None else content)
-            )
+            saved = storage.save(name, ContentFile(content()))
             self.created.append(saved)
             if saved != name:
                 # Another import stored the same content at the same moment: the storage chose

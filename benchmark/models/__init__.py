@@ -16,6 +16,7 @@ from benchmark.models.corpus import (
     TriggerType,
     Turn,
     TurnImage,
+    display_name_of,
     turn_image_storage,
 )
 from benchmark.models.curation_jobs import CurationJob, CurationTarget, TargetState
@@ -90,6 +91,7 @@ __all__ = [
     "TriggerType",
     "Turn",
     "TurnImage",
+    "display_name_of",
     "turn_image_storage",
     "UnitState",
     "Verdict",

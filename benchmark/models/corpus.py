@@ -244,8 +244,12 @@ class TurnImage(models.Model):
 
     @property
     def display_name(self) -> str:
-        """The metadata-free copy's name in the storage."""
-        return "display/" + self.file.name.removeprefix("original/")
+        return display_name_of(self.file.name)
+
+
+def display_name_of(original: str) -> str:
+    """The name of an original's metadata-free copy (what is served) in the storage."""
+    return "display/" + original.removeprefix("original/")
 
 
 class TriggerType(models.TextChoices):
