@@ -216,8 +216,8 @@ def reply_context(item: StudyItem, unit_ids: tuple[int, ...] = ()) -> ReplyConte
     conversation = []
     for message in conversation_until(trigger, turns):
         shown: dict = {"role": message.role, "text": message.content}
-        if message.role == "user":
-            shown["images"] = by_turn.get(next(user_turns), [])
+        if message.role == "user" and (images_of_turn := by_turn.get(next(user_turns))):
+            shown["images"] = images_of_turn
         conversation.append(shown)
     return ReplyContext(trigger, conversation, replies)
 
