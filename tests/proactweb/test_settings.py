@@ -67,3 +67,16 @@ def test_defaults_are_not_insecure():
         env_overrides={"DEBUG": ""},
     )
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_the_turn_image_storage_is_private_by_default_and_misconfiguration_fails_loudly():
+    options = settings.STORAGES["turn_images"]["OPTIONS"]
+    assert settings.STORAGES["turn_images"]["BACKEND"].endswith("FileSystemStorage")
+    assert str(options["location"]).startswith(str(settings.VAR_DIR))
+    assert not str(options["location"]).startswith(str(settings.STATIC_ROOT))
+    result = _manage("check", env_overrides={"PROACTBENCH_IMAGE_STORAGE": "ftp"})
+    assert result.returncode != 0
+    assert "PROACTBENCH_IMAGE_STORAGE='ftp'" in result.stderr
+    result = _manage("check", env_overrides={"PROACTBENCH_IMAGE_STORAGE": "s3"})
+    assert result.returncode != 0
+    assert "needs PROACTBENCH_IMAGE_S3_BUCKET" in result.stderr
