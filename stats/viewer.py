@@ -186,14 +186,23 @@ class TriggerSample:
 
 def trigger_sample(run: EvaluationRun, trigger: Trigger, filters: dict[str, str]) -> TriggerSample:
     """One trigger of ``run``: the conversation up to it, every reply at it (model, then
-    condition) with its judgments, disagreement and failure-mode labels. Five queries."""
+    condition) with its judgments, disagreement and failure-mode labels, and the conversation's
+    turn images. Six queries."""
     turns = list(
         Turn.objects.filter(dialogue_id=trigger.turn.dialogue_id, index__lte=trigger.turn.index)
         .order_by("index")
         .only("index", "user_message", "assistant_response")
+        .prefetch_related("images")
     )
+    by_index = {turn.index: turn for turn in turns}
     conversation = [
-        {"role": m.role, "text": m.content, "turn": turn_of}
+        {
+            "role": m.role,
+            "text": m.content,
+            "turn": turn_of,
+            # A user message's turn images (multimodal turns), shown as on the dialogue page.
+            "images": list(by_index[turn_of].images.all()) if m.role == "user" else [],
+        }
         for m, turn_of in _with_turns(conversation_until(trigger, turns), turns)
     ]
     units = list(

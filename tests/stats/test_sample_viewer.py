@@ -255,10 +255,10 @@ def test_query_counts_are_fixed(study_run, client_for, researcher, django_assert
     with django_assert_max_num_queries(8):
         assert client.get(triggers_url(study_run), {"verdict": "PASS"}).status_code == 200
     # The session's 3, the run, the form's models and judges, the trigger, the filtered ids
-    # (the primary judge's name, the ids), then the turns, replies, their judgments and
-    # classifications, the replies matching the filters (and the judge's name) and the human
-    # labels: the same for any number of models, judges or labels.
-    with django_assert_max_num_queries(16):
+    # (the primary judge's name, the ids), then the turns and their images, replies, their
+    # judgments and classifications, the replies matching the filters (and the judge's name)
+    # and the human labels: the same for any number of models, judges or labels.
+    with django_assert_max_num_queries(17):
         response = client.get(detail_url(study_run, trigger.pk), {"verdict": "PASS"})
         assert response.status_code == 200
 
@@ -331,3 +331,16 @@ def test_annotators_never_reach_the_viewer(study_run, client_for, annotator, stu
             assert client_for(user).get(url).status_code == 404
         client.logout()
         assert client.get(url).status_code == 302
+
+
+def test_the_trigger_page_shows_the_conversations_turn_images(study_run, client_for, researcher):
+    from tests.images import stored_turn_image
+
+    trigger = Trigger.objects.filter(type=TriggerType.RECOVERY).order_by("id").first()
+    first_turn = trigger.turn.dialogue.turns.get(index=1)
+    image = stored_turn_image(first_turn, alt="the occluded mug")
+    client = client_for(researcher)
+    html = client.get(detail_url(study_run, trigger.pk)).content.decode()
+    url = reverse("annotation:turn_image", args=[image.sha256])
+    assert f'src="{url}"' in html and "<figcaption>the occluded mug</figcaption>" in html
+    assert client.get(url).status_code == 200
