@@ -135,14 +135,14 @@ DIALOGUES = (
 
 def dialogue_record(key, first, image, rubric, second) -> dict:
     persona = hashlib.sha256(key.encode()).hexdigest()[:32]  # a stable uuid-like id
-    uid = f"BP_DEMO_IMAGE_{key}_Q__style4__{persona}"
+    uid = f"BP_DEMO_IMAGE_{key}_PQ__style13__{persona}"
     return {
-        "blueprint_id": f"BP_DEMO_IMAGE_{key}_Q",
+        "blueprint_id": f"BP_DEMO_IMAGE_{key}_PQ",
         "scenario_id": f"DEMO_IMAGE_{key}",
         "unique_id_eval": uid,
         "uuid": persona,
         "category_key": "professional_persona",
-        "style_combination_index": 4,
+        "style_combination_index": 13,
         "evaluated_model": "demo-hand-written",
         "num_turns_completed": 2,
         "trigger_points": [{"turn": 1, "evaluation_rubric": rubric}],

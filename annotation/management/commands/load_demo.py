@@ -51,14 +51,6 @@ class Command(BaseCommand):
             summary = corpus_import(stream=stream, source="demo corpus")
         for line in summary.lines_of_text():
             self.stdout.write(line)
-        # The multimodal demo (benchmark/demo_data/make_images.py): dialogues whose user turns
-        # carry images, read from the demo folder's images/.
-        with (DEMO_DIR / "image_dialogues.jsonl").open("rb") as stream:
-            summary = corpus_import(
-                stream=stream, source="demo image corpus", images=FolderSource(DEMO_DIR)
-            )
-        for line in summary.lines_of_text():
-            self.stdout.write(line)
         for name, display in DEMO_ENDPOINTS:
             ModelEndpoint.objects.update_or_create(
                 name=name,
@@ -76,6 +68,15 @@ class Command(BaseCommand):
             f"Demo run {run.pk}: {run.units.count()} replies, "
             f"{JudgeDisagreement.objects.filter(unit__run=run).count()} judge disagreements"
         )
+        # The multimodal demo (benchmark/demo_data/make_images.py): dialogues whose user turns
+        # carry images, read from the demo folder's images/. After the demo run, which is the
+        # text corpus's recordings: these dialogues are not part of it.
+        with (DEMO_DIR / "image_dialogues.jsonl").open("rb") as stream:
+            summary = corpus_import(
+                stream=stream, source="demo image corpus", images=FolderSource(DEMO_DIR)
+            )
+        for line in summary.lines_of_text():
+            self.stdout.write(line)
         if no_users:
             return
         self.stdout.write("Demo logins (local trial only):")
