@@ -106,6 +106,7 @@ class StudyAdminForm(forms.ModelForm):
             "instructions",
             "reason_required",
             "lease_minutes",
+            "item_time_limit_s",
             "reveal_judge_verdict",
         )
 

@@ -14,9 +14,17 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from annotation import kinds
-from annotation.models import Assignment, Study
-from annotation.services.assignments import AnswerInput
-from annotation.services.studies import INSTRUCTIONS_MAX_CHARS, MAX_ITEMS, SEED_MAX, StudySpec
+from annotation.models import Assignment, FlagCategory, Study
+from annotation.services.assignments import SKIP_REASON_MAX_CHARS, AnswerInput
+from annotation.services.flags import FLAG_NOTE_MAX_CHARS
+from annotation.services.studies import (
+    INSTRUCTIONS_MAX_CHARS,
+    MAX_ITEMS,
+    SEED_MAX,
+    TIME_LIMIT_MAX_S,
+    TIME_LIMIT_MIN_S,
+    StudySpec,
+)
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
 from core.forms import ModelIdsField
 from core.roles import ANNOTATOR, RESEARCHER
@@ -31,6 +39,7 @@ COMMON_FIELDS = (
     "overlap",
     "reason_required",
     "lease_minutes",
+    "item_time_limit_s",
     "annotators",
 )
 TAIL_FIELDS = ("max_items", "seed", "gold")
@@ -72,6 +81,14 @@ class StudyCreateForm(forms.Form):
         max_value=24 * 60,
         initial=30,
         help_text="An item held this long without an answer may go to someone else.",
+    )
+    item_time_limit_s = forms.IntegerField(
+        min_value=TIME_LIMIT_MIN_S,
+        max_value=TIME_LIMIT_MAX_S,
+        required=False,
+        label="Time limit per item (seconds)",
+        help_text="Optional. Annotators see a timer; when it runs out the item goes back to the "
+        "pool as a skip (time limit) and the next one is offered.",
     )
     annotators = ModelIdsField(queryset=annotator_choices(), widget=forms.CheckboxSelectMultiple)
     adjudicators = ModelIdsField(
@@ -188,6 +205,7 @@ class StudyCreateForm(forms.Form):
             overlap=data["overlap"],
             reason_required=data["reason_required"],
             lease_minutes=data["lease_minutes"],
+            item_time_limit_s=data["item_time_limit_s"],
             annotators=list(data["annotators"]),
             adjudicators=list(data["adjudicators"]) if "adjudicators" in used else [],
             run=data["run"] if "run" in used else None,
@@ -306,6 +324,23 @@ class ProposalImportForm(forms.Form):
 class ExclusionForm(forms.Form):
     excluded = forms.BooleanField(required=False)
     reason = forms.CharField(required=False, max_length=2000)
+
+
+class SkipForm(forms.Form):
+    """Skip the held item: an optional reason (``services.assignments.item_skip``)."""
+
+    reason = forms.CharField(required=False, max_length=SKIP_REASON_MAX_CHARS)
+
+
+class FlagForm(forms.Form):
+    """Flag an item for staff (``services.flags.item_flag``)."""
+
+    category = forms.ChoiceField(
+        choices=FlagCategory.choices,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose what is wrong with the item."},
+    )
+    note = forms.CharField(required=False, max_length=FLAG_NOTE_MAX_CHARS, widget=forms.Textarea)
 
 
 # --- Answers ----------------------------------------------------------------------------------

@@ -74,6 +74,14 @@ class Study(models.Model):
         "judge's verdict on that reply. Off by default: it can anchor their next ratings; "
         "once shown, the answer it follows is final (no undo).",
     )
+    item_time_limit_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(10), MaxValueValidator(24 * 3600)],
+        help_text="Optional time limit per item, in seconds (10 s to a day; empty: none). "
+        "When it runs out the item is released as a skip (cause: time limit) and the next one "
+        "is offered; an answer arriving later is kept but not counted.",
+    )
     run = models.ForeignKey(
         "benchmark.EvaluationRun",
         null=True,
@@ -96,6 +104,10 @@ class Study(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(overlap__gte=1), name="study_overlap_positive"),
             models.CheckConstraint(condition=Q(lease_minutes__gte=1), name="study_lease_positive"),
+            models.CheckConstraint(
+                condition=Q(item_time_limit_s__isnull=True) | Q(item_time_limit_s__gte=10),
+                name="study_time_limit_at_least_10s",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -269,6 +281,9 @@ class AssignmentState(models.TextChoices):
     LEASED = "leased", "In progress"
     DONE = "done", "Done"
     LAPSED = "lapsed", "Lapsed (lease expired, item went to someone else)"
+    # Given back by its rater (or by the item's time limit): the place is free for others at
+    # once, and the rater is never handed the item again (their assignment row stays).
+    SKIPPED = "skipped", "Skipped (given back; never handed to this rater again)"
 
 
 class AssignmentRole(models.TextChoices):
@@ -300,6 +315,12 @@ class Assignment(models.Model):
         help_text="An undo reopened it at least once (its undone answers refill the form).",
     )
     lease_expires_at = models.DateTimeField()
+    time_limit_ends_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A study with an item time limit: when this rater's time on the item runs out "
+        "(set when it is handed out or reopened; a lease renewal does not move it).",
+    )
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -320,6 +341,7 @@ class RetractionReason(models.TextChoices):
     UNDO = "undo", "Undone by the annotator"
     LAPSED = "lapsed", "Arrived after the item went to someone else"
     SUPERSEDED = "superseded", "Replaced by a later answer (imported)"
+    TIME_LIMIT = "time_limit", "Arrived after the item's time limit ran out"
 
 
 class Answer(models.Model):
@@ -380,3 +402,58 @@ class Answer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.assignment}: {self.label}{' (retracted)' if self.retracted_at else ''}"
+
+
+class SkipCause(models.TextChoices):
+    ANNOTATOR = "annotator", "Skipped by the annotator"
+    TIME_LIMIT = "time_limit", "Time limit"
+
+
+class ItemSkip(models.Model):
+    """The record of an item given back: by its rater (Skip, with an optional reason) or by the
+    study's item time limit. Its assignment is ``SKIPPED``; one skip per assignment."""
+
+    assignment = models.OneToOneField(
+        Assignment, on_delete=models.PROTECT, related_name="skip", help_text="Rater and item."
+    )
+    cause = models.CharField(max_length=10, choices=SkipCause.choices)
+    reason = models.CharField(
+        max_length=500, blank=True, help_text="The annotator's reason, if they gave one."
+    )
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.assignment} skipped ({self.cause}) at {self.at:%Y-%m-%d %H:%M}"
+
+
+class FlagCategory(models.TextChoices):
+    BROKEN = "broken", "Broken (missing or garbled content)"
+    OFFENSIVE = "offensive", "Offensive"
+    UNCLEAR = "unclear", "Unclear (cannot be answered as asked)"
+
+
+class ItemFlag(models.Model):
+    """An annotator's flag on one of their items, for staff (the study page lists them). Not an
+    answer: the rater may flag and still answer or skip. One per rater, item and category: a
+    repeat replaces the note."""
+
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.PROTECT, related_name="flags", help_text="Rater and item."
+    )
+    category = models.CharField(max_length=10, choices=FlagCategory.choices)
+    note = models.CharField(max_length=2000, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "category"], name="flag_once_per_category"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assignment} flagged {self.category}"

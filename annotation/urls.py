@@ -14,10 +14,14 @@ urlpatterns = [
     path("<int:study_id>/undo", views.undo, name="undo"),
     path("<int:study_id>/items/<slug:token>/", views.item_detail, name="item"),
     path("<int:study_id>/items/<slug:token>/answer", views.answer, name="answer"),
+    path("<int:study_id>/items/<slug:token>/skip", views.skip, name="skip"),
+    path("<int:study_id>/items/<slug:token>/flag", views.flag, name="flag"),
+    path("<int:study_id>/mine", views.my_answers, name="my_answers"),
     # Staff (admin or researcher).
     path("studies/", views.study_list, name="study_list"),
     path("studies/new", views.study_new, name="study_new"),
     path("studies/<int:study_id>/", views.study_detail, name="study_detail"),
+    path("studies/<int:study_id>/live", views.study_live, name="study_live"),
     path(
         "studies/<int:study_id>/raters/<int:rater_id>/exclusion",
         views.rater_exclusion,

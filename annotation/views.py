@@ -13,22 +13,41 @@ from django.contrib.auth.models import User
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import kinds, selectors
-from annotation.forms import AnswerForm, ExclusionForm, StudyCreateForm, kind_switch_data
+from annotation import kinds, selectors, study_progress
+from annotation.forms import (
+    AnswerForm,
+    ExclusionForm,
+    FlagForm,
+    SkipForm,
+    StudyCreateForm,
+    kind_switch_data,
+)
 from annotation.kinds.base import COMMON_SHORTCUTS, StudyKind
-from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    FlagCategory,
+    Rater,
+    Study,
+    StudyStatus,
+)
 from annotation.services.assignments import (
     AnswerRejected,
+    SkipRefused,
     SubmitResult,
     UndoRefused,
     answer_submit,
     answer_undo,
     assignment_current,
     assignment_next,
+    item_skip,
+    time_is_up,
 )
+from annotation.services.flags import FlagRefused, item_flag
 from annotation.services.studies import StudyInputError, rater_exclusion_set, study_create
 from core.http import SignedInRequest
 from core.roles import staff_like_required
@@ -43,6 +62,16 @@ LATE_NOTICE = (
     "Your answer arrived after this item's time ran out and it had gone to someone else: it was "
     "kept, but not counted."
 )
+TIME_UP = (
+    "Time ran out on your item: it went back to the pool as a skip (time limit). "
+    "Next gives you another."
+)
+TIMED_OUT_ANSWER = (
+    "Your answer arrived after the item's time limit: it was kept, but not counted, and the "
+    "item went back to the pool."
+)
+SKIPPED = "Skipped: the item went back to the pool, and you will not be given it again."
+FLAGGED = "Flagged, thank you: staff will look at it. You can still answer or skip the item."
 ALREADY_ANSWERED = (
     "Not saved: you had already answered that item (in another tab or window?), and that first "
     "answer is kept: {answer}. To change it, use Undo while it is your last answer."
@@ -71,15 +100,28 @@ def _workspace(
     form: AnswerForm | None = None,
     notice: str = "",
     nothing_handed_out: bool = False,
+    saved: bool = False,
 ) -> HttpResponse:
     study = rater.study
     kind = kinds.get(study.kind)
-    progress = selectors.rater_progress(rater=rater, with_left=assignment is None)
+    now = timezone.now()
+    if (
+        assignment is not None
+        and assignment.state == AssignmentState.LEASED
+        and time_is_up(assignment, now)
+    ):
+        # Shown as given back (no form): the next Next records the skip (services).
+        assignment, notice = None, notice or TIME_UP
+    holding = assignment is not None and assignment.state == AssignmentState.LEASED
+    progress = selectors.rater_progress(rater=rater, holding=holding)
     context = {
         "study": study,
         "kind": kind,
         "assignment": assignment,
         "progress": progress,
+        "saved": saved,
+        "flag_categories": FlagCategory.choices,
+        "time_left_s": _time_left_s(assignment, now) if holding else None,
         "shortcuts": kind.all_shortcuts(),
         "notice": notice,
         "is_open": study.status == StudyStatus.OPEN,
@@ -103,6 +145,13 @@ def _workspace(
     return render(request, template, context)
 
 
+def _time_left_s(assignment: Assignment | None, now) -> int | None:
+    """Whole seconds left on the item's time limit (the page's timer counts down from it)."""
+    if assignment is None or assignment.time_limit_ends_at is None:
+        return None
+    return max(0, int((assignment.time_limit_ends_at - now).total_seconds()))
+
+
 def _draft_owner(user: User) -> str:
     """Whose drafts this browser keeps (static/js/drafts.js): a keyed hash of the account, so
     that one annotator's unsent answer is never refilled for another, and the key names no one."""
@@ -123,15 +172,24 @@ def _after_action(
     *,
     notice: str = "",
     nothing_handed_out: bool = False,
+    saved: bool = False,
 ) -> HttpResponse:
     """The workspace after a POST: in the htmx swap, or (without htmx) redirected to, with the
-    notice as a message. ``nothing_handed_out``: Next (or an answer's hand-out) found nothing."""
+    notice as a message. ``nothing_handed_out``: Next (or an answer's hand-out) found nothing.
+    ``saved``: an answer was just stored (the page says so)."""
     if request.htmx:
         return _workspace(
-            request, rater, assignment, notice=notice, nothing_handed_out=nothing_handed_out
+            request,
+            rater,
+            assignment,
+            notice=notice,
+            nothing_handed_out=nothing_handed_out,
+            saved=saved,
         )
     if nothing_handed_out and not notice and rater.study.status == StudyStatus.OPEN:
         notice = NOTHING_FREE if selectors.rater_progress(rater=rater).left else ""
+    if saved and not notice:
+        notice = "Saved."
     if notice:
         messages.info(request, notice)
     return redirect("annotation:workspace", study_id=rater.study_id)
@@ -179,10 +237,17 @@ def answer(request: SignedInRequest, study_id: int, token: str) -> HttpResponse:
         )
     following = result.following
     notice = LATE_NOTICE if result.late else ""
+    if result.timed_out:
+        notice = TIMED_OUT_ANSWER
     if result.kept_earlier:
         notice = ALREADY_ANSWERED.format(answer=_answer_summary(kinds.get(study.kind), result))
     return _after_action(
-        request, rater, following, notice=notice, nothing_handed_out=following is None
+        request,
+        rater,
+        following,
+        notice=notice,
+        nothing_handed_out=following is None,
+        saved=not notice,
     )
 
 
@@ -209,6 +274,89 @@ def undo(request: SignedInRequest, study_id: int) -> HttpResponse:
         )
     return _after_action(
         request, rater, reopened, notice="Undone: the item is back, as you left it."
+    )
+
+
+@login_required
+@require_POST
+def skip(request: SignedInRequest, study_id: int, token: str) -> HttpResponse:
+    """Give the held item back (optional reason), then the next item."""
+    assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
+    rater = assignment.rater
+    form = SkipForm(request.POST)
+    if not form.is_valid():
+        return _after_action(
+            request,
+            rater,
+            assignment_current(rater=rater),
+            notice=f"Not skipped: {form.errors.as_text()}",
+        )
+    try:
+        result = item_skip(
+            rater=rater,
+            item_token=token,
+            reason=form.cleaned_data["reason"],
+            hand_out_next=True,
+        )
+    except SkipRefused as exc:
+        return _after_action(
+            request, rater, assignment_current(rater=rater), notice=f"Not skipped: {exc}."
+        )
+    following = result.following
+    return _after_action(
+        request, rater, following, notice=SKIPPED, nothing_handed_out=following is None
+    )
+
+
+@login_required
+@require_POST
+def flag(request: SignedInRequest, study_id: int, token: str) -> HttpResponse:
+    """Flag one of the annotator's items for staff. With htmx only the flag's status line is
+    swapped (the answer being written stays as it is); without, back to the page."""
+    assignment = selectors.assignment_for(user=request.user, study_id=study_id, token=token)
+    form = FlagForm(request.POST)
+    status = 200
+    if form.is_valid():
+        try:
+            item_flag(
+                assignment=assignment,
+                category=form.cleaned_data["category"],
+                note=form.cleaned_data["note"],
+            )
+            message = FLAGGED
+        except FlagRefused as exc:
+            message, status = f"Not flagged: {exc}.", 400
+    else:
+        message, status = f"Not flagged: {form.errors.as_text()}", 400
+    if request.htmx:
+        return render(
+            request,
+            "annotation/workspace/item_tools.html#flag_status",
+            {"flag_message": message, "flag_ok": status == 200},
+            status=status,
+        )
+    messages.info(request, message)
+    return redirect("annotation:workspace", study_id=study_id)
+
+
+@login_required
+@require_GET
+def my_answers(request: SignedInRequest, study_id: int) -> HttpResponse:
+    """The annotator's own history in the study: answered and skipped items, with links to
+    them and, on their last answer, today's Undo (nothing more)."""
+    rater = selectors.rater_for(user=request.user, study_id=study_id)
+    page, rows = study_progress.rater_history(rater=rater, page_number=request.GET.get("page"))
+    study = rater.study
+    return render(
+        request,
+        "annotation/my_answers.html",
+        {
+            "study": study,
+            "kind": kinds.get(study.kind),
+            "page": page,
+            "rows": rows,
+            "is_open": study.status == StudyStatus.OPEN,
+        },
     )
 
 
@@ -263,11 +411,17 @@ def study_new(request: SignedInRequest) -> HttpResponse:
     return render(request, template, {"form": form})
 
 
-def _study_page(study: Study) -> dict:
+def _study_page(study: Study, page_number: str | None = None) -> dict:
+    now = timezone.now()
+    flag_count, flags = study_progress.study_flags(study=study)
     return {
         "study": study,
         "kind": kinds.get(study.kind),
         "overview": selectors.study_overview(study=study),
+        "live": study_progress.study_live(study=study, now=now),
+        "item_page": study_progress.study_item_table(study=study, now=now, page_number=page_number),
+        "flag_count": flag_count,
+        "flags": flags,
     }
 
 
@@ -275,7 +429,21 @@ def _study_page(study: Study) -> dict:
 @require_GET
 def study_detail(request: SignedInRequest, study_id: int) -> HttpResponse:
     study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
-    return render(request, "annotation/study_detail.html", _study_page(study))
+    return render(
+        request, "annotation/study_detail.html", _study_page(study, request.GET.get("page"))
+    )
+
+
+@staff_like_required
+@require_GET
+def study_live(request: SignedInRequest, study_id: int) -> HttpResponse:
+    """The study page's live panel (polled by htmx every few seconds): counts by status."""
+    study = get_object_or_404(Study, pk=study_id)
+    return render(
+        request,
+        "annotation/study_live.html",
+        {"study": study, "live": study_progress.study_live(study=study, now=timezone.now())},
+    )
 
 
 @staff_like_required

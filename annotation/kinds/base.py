@@ -85,6 +85,9 @@ COMMON_SHORTCUTS = (
     ),
     Shortcut("Esc", "leave the text box (shortcuts work again)"),
     Shortcut("u", "undo your last answer in this study"),
+    Shortcut("s", "skip this item (optional reason; it goes back to the pool for others)"),
+    Shortcut("g", "flag this item for staff: broken, offensive or unclear (not an answer)"),
+    Shortcut("h", "my answers: what you have answered and skipped in this study"),
     Shortcut("m", "show the texts raw, as written, or rendered (Markdown)"),
     Shortcut("?", "show or hide this list"),
 )
