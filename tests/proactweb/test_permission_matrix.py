@@ -28,7 +28,15 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token, TokenProxy
 
 from annotation import kinds
-from annotation.models import Answer, Assignment, RaterExclusion, Study, StudyArchiveEvent
+from annotation.models import (
+    Answer,
+    Assignment,
+    ItemFlag,
+    ItemSkip,
+    RaterExclusion,
+    Study,
+    StudyArchiveEvent,
+)
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
 from annotation.services.studies import StudySpec, study_archive, study_create
 from benchmark.evaluation import runs
@@ -80,11 +88,14 @@ EXPECTED: dict[str, dict[str, int]] = {
     # own item), anyone else is a 404, staff included; actions are POST only.
     "annotation:workspace": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
     "annotation:item": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
-    r"annotation:(next|undo|answer)": row(LOGIN, 405, 405, 405),
+    # The rater's own history in the study (issue #19): theirs only, like the workspace.
+    "annotation:my_answers": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
+    r"annotation:(next|undo|answer|skip|flag)": row(LOGIN, 405, 405, 405),
     # Running studies is staff work (admin or researcher).
     "annotation:study_list": STAFF_LIKE,
     "annotation:study_new": STAFF_LIKE,
     "annotation:study_detail": STAFF_LIKE,
+    "annotation:study_live": STAFF_LIKE,  # the study page's polled live panel
     "annotation:rater_exclusion": row(LOGIN, NOT_FOUND, 405, 405),
     "admin:annotation_study_import": ADMIN,
     "admin:annotation_study_import_battles": ADMIN,
@@ -303,7 +314,11 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
         "annotation:undo": [study.pk],
         "annotation:item": [study.pk, item.token],
         "annotation:answer": [study.pk, item.token],
+        "annotation:skip": [study.pk, item.token],
+        "annotation:flag": [study.pk, item.token],
+        "annotation:my_answers": [study.pk],
         "annotation:study_detail": [study.pk],
+        "annotation:study_live": [study.pk],
         "annotation:rater_exclusion": [study.pk, rater.pk],
         "admin:annotation_study_archive": [study.pk],
         "admin:annotation_study_unarchive": [study.pk],
@@ -354,7 +369,11 @@ def test_annotators_reach_nothing_of_the_staff_side(world):
         if statuses["annotator"] == OK:
             assert name in allowed, name
         if statuses["rater"] == OK:
-            assert name in allowed | {"annotation:workspace", "annotation:item"}, name
+            assert name in allowed | {
+                "annotation:workspace",
+                "annotation:item",
+                "annotation:my_answers",
+            }, name
 
 
 def _study_urls():
@@ -393,8 +412,10 @@ def test_a_rater_reaches_their_own_items_only(world):
                 response = client.post(url, {"idempotency_key": "matrix-r-1", "verdict": "PASS"})
             asked.add(name)
             assert response.status_code == NOT_FOUND, (case, name, url, response.status_code)
-    assert {f"annotation:{n}" for n in ("workspace", "next", "undo", "item", "answer")} <= asked
+    actions = ("workspace", "next", "undo", "item", "answer", "skip", "flag", "my_answers")
+    assert {f"annotation:{n}" for n in actions} <= asked
     assert (Answer.objects.count(), Assignment.objects.count()) == before
+    assert not ItemSkip.objects.exists() and not ItemFlag.objects.exists()
 
     secrets = {
         n
@@ -406,6 +427,7 @@ def test_a_rater_reaches_their_own_items_only(world):
         reverse("annotation:home"),
         reverse("annotation:workspace", args=[study.pk]),
         reverse("annotation:item", args=[study.pk, world["own_item"].token]),
+        reverse("annotation:my_answers", args=[study.pk]),
     ):
         response = client.get(url)
         html = response.content.decode()
