@@ -24,6 +24,8 @@ from annotation.forms import (
 from annotation.models import (
     Answer,
     Assignment,
+    ItemFlag,
+    ItemSkip,
     Rater,
     RaterExclusion,
     Study,
@@ -508,3 +510,19 @@ class AnswerAdmin(ReadOnlyAdmin):
 class RaterExclusionAdmin(ReadOnlyAdmin):
     list_display = ("rater", "excluded", "reason", "by", "at")
     list_select_related = ("rater__user", "by")
+
+
+@admin.register(ItemSkip)
+class ItemSkipAdmin(ReadOnlyAdmin):
+    list_display = ("assignment", "cause", "reason", "at")
+    list_filter = ("cause", "assignment__item__study")
+    list_select_related = ("assignment__item", "assignment__rater__user")
+    search_fields = ("assignment__item__key", "reason")
+
+
+@admin.register(ItemFlag)
+class ItemFlagAdmin(ReadOnlyAdmin):
+    list_display = ("assignment", "category", "note", "at")
+    list_filter = ("category", "assignment__item__study")
+    list_select_related = ("assignment__item", "assignment__rater__user")
+    search_fields = ("assignment__item__key", "note")

@@ -142,7 +142,7 @@ ITEM_STATUSES = ("not started", "in progress", "complete")
 
 def study_live(*, study: Study, now: datetime) -> dict:
     """The staff page's live panel (polled): items by status, live answers, skips by cause,
-    flags and the raters on an item now. Five queries."""
+    flags and the raters on an item now. Two queries."""
     by_status = dict.fromkeys(ITEM_STATUSES, 0)
     for status, n in (
         study.items.annotate(**_item_counts(now))
@@ -152,24 +152,34 @@ def study_live(*, study: Study, now: datetime) -> dict:
         .order_by()
     ):
         by_status[status] = n
-    skips = dict(
-        ItemSkip.objects.filter(assignment__item__study=study)
-        .values_list("cause")
-        .annotate(n=Count("id"))
-        .order_by()
+    of_study = {"assignment__item__study": OuterRef("pk")}
+    counts = (
+        Study.objects.filter(pk=study.pk)
+        .annotate(
+            answers=_count(Answer.objects.filter(**of_study, retracted_at__isnull=True), "id"),
+            skips_by_annotator=_count(
+                ItemSkip.objects.filter(**of_study, cause=SkipCause.ANNOTATOR), "cause"
+            ),
+            skips_by_time_limit=_count(
+                ItemSkip.objects.filter(**of_study, cause=SkipCause.TIME_LIMIT), "cause"
+            ),
+            flags=_count(ItemFlag.objects.filter(**of_study), "assignment__item__study"),
+            holding=_count(
+                Assignment.objects.filter(
+                    item__study=OuterRef("pk"),
+                    state=AssignmentState.LEASED,
+                    lease_expires_at__gt=now,
+                ),
+                "item__study",
+            ),
+        )
+        .values("answers", "skips_by_annotator", "skips_by_time_limit", "flags", "holding")
+        .get()
     )
     return {
         "by_status": by_status,
         "total": sum(by_status.values()),
-        "answers": Answer.objects.filter(
-            assignment__item__study=study, retracted_at__isnull=True
-        ).count(),
-        "skips_by_annotator": skips.get(SkipCause.ANNOTATOR, 0),
-        "skips_by_time_limit": skips.get(SkipCause.TIME_LIMIT, 0),
-        "flags": ItemFlag.objects.filter(assignment__item__study=study).count(),
-        "holding": Assignment.objects.filter(
-            item__study=study, state=AssignmentState.LEASED, lease_expires_at__gt=now
-        ).count(),
+        **{name: n or 0 for name, n in counts.items()},
         "at": now,
     }
 
@@ -185,11 +195,11 @@ def study_item_table(*, study: Study, now: datetime, page_number: int | str | No
     return Paginator(items, ITEM_TABLE_PAGE_SIZE).get_page(page_number)
 
 
-def study_flags(*, study: Study) -> tuple[int, list[ItemFlag]]:
-    """How many flags the study has, and the latest ``FLAGS_SHOWN`` with their rater and item.
-    Two queries."""
-    flags = ItemFlag.objects.filter(assignment__item__study=study)
-    latest = flags.select_related("assignment__rater__user", "assignment__item").order_by(
-        "-at", "-id"
-    )[:FLAGS_SHOWN]
-    return flags.count(), list(latest)
+def study_flags(*, study: Study) -> list[ItemFlag]:
+    """The study's latest ``FLAGS_SHOWN`` flags with their rater and item (how many there are
+    in all: ``study_live``'s ``flags``). One query."""
+    return list(
+        ItemFlag.objects.filter(assignment__item__study=study)
+        .select_related("assignment__rater__user", "assignment__item")
+        .order_by("-at", "-id")[:FLAGS_SHOWN]
+    )

@@ -413,15 +413,15 @@ def study_new(request: SignedInRequest) -> HttpResponse:
 
 def _study_page(study: Study, page_number: str | None = None) -> dict:
     now = timezone.now()
-    flag_count, flags = study_progress.study_flags(study=study)
+    live = study_progress.study_live(study=study, now=now)
     return {
         "study": study,
         "kind": kinds.get(study.kind),
         "overview": selectors.study_overview(study=study),
-        "live": study_progress.study_live(study=study, now=now),
+        "live": live,
         "item_page": study_progress.study_item_table(study=study, now=now, page_number=page_number),
-        "flag_count": flag_count,
-        "flags": flags,
+        "flag_count": live["flags"],
+        "flags": study_progress.study_flags(study=study),
     }
 
 

@@ -442,4 +442,4 @@ def test_the_staff_page_query_count_does_not_grow_with_items_and_flags(
                 answer(r, held.item.token, f"big-{user.pk}-{n}")
     few, many = count(small), count(big)
     assert many == few, (few, many)
-    assert many["study_live"] <= 9  # as measured: the session, the user, the role, the study, 5
+    assert many["study_live"] <= 6  # as measured: the session, the user, the role, the study, 2

@@ -37,7 +37,13 @@ from annotation.models import (
     Study,
     StudyArchiveEvent,
 )
-from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
+from annotation.services.assignments import (
+    AnswerInput,
+    answer_submit,
+    assignment_next,
+    item_skip,
+)
+from annotation.services.flags import item_flag
 from annotation.services.studies import StudySpec, study_archive, study_create
 from benchmark.evaluation import runs
 from benchmark.models import (
@@ -141,9 +147,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     r"admin:benchmark_runauditevent_(add|delete)": ADMIN_READ_ONLY_ADD,
     r"admin:axes_(accessattempt|accesslog|accessfailurelog)_add": ADMIN_READ_ONLY_ADD,
     # What annotators did is never added or deleted by hand (nothing a person did is lost).
-    r"admin:annotation_(studyitem|assignment|answer|raterexclusion)_(add|delete)": (
-        ADMIN_READ_ONLY_ADD
-    ),
+    r"admin:annotation_(studyitem|assignment|answer|raterexclusion|itemskip|itemflag)"
+    r"_(add|delete)": (ADMIN_READ_ONLY_ADD),
     # Every other model's standard admin pages: staff only.
     r"admin:\w+_\w+_(changelist|add|change|delete|history)": ADMIN,
 }
@@ -214,6 +219,10 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
         idempotency_key="matrix-1",
     )
     RaterExclusion.objects.create(rater=demo_rater, excluded=False, reason="matrix", by=admin_user)
+    # A skip and a flag, so that their admin pages have a row (issue #19).
+    flagged = assignment_next(rater=demo_rater)
+    item_flag(assignment=flagged, category="unclear", note="matrix")
+    item_skip(rater=demo_rater, item_token=flagged.item.token, reason="matrix")
     Token.objects.create(user=researcher)
     AccessAttempt.objects.create(
         username="someone", ip_address="127.0.0.1", user_agent="t", failures_since_start=1
@@ -397,7 +406,12 @@ def test_a_rater_reaches_their_own_items_only(world):
         ("another study", other, world["other_item"]),
     ]
     rater_ids = {"annotation:rater_exclusion": other.raters.order_by("pk").first().pk}
-    before = (Answer.objects.count(), Assignment.objects.count())
+    before = (
+        Answer.objects.count(),
+        Assignment.objects.count(),
+        ItemSkip.objects.count(),
+        ItemFlag.objects.count(),
+    )
     asked = set()
     for name, takes_token, rest in _study_urls():
         assert rest <= {"rater_id"}, f"{name}: say which real object to use for {rest}"
@@ -414,8 +428,12 @@ def test_a_rater_reaches_their_own_items_only(world):
             assert response.status_code == NOT_FOUND, (case, name, url, response.status_code)
     actions = ("workspace", "next", "undo", "item", "answer", "skip", "flag", "my_answers")
     assert {f"annotation:{n}" for n in actions} <= asked
-    assert (Answer.objects.count(), Assignment.objects.count()) == before
-    assert not ItemSkip.objects.exists() and not ItemFlag.objects.exists()
+    assert (
+        Answer.objects.count(),
+        Assignment.objects.count(),
+        ItemSkip.objects.count(),
+        ItemFlag.objects.count(),
+    ) == before
 
     secrets = {
         n
