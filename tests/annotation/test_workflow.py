@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation import kinds
 from annotation.models import (
     Answer,
     Assignment,
@@ -443,3 +444,18 @@ def test_the_staff_page_query_count_does_not_grow_with_items_and_flags(
     few, many = count(small), count(big)
     assert many == few, (few, many)
     assert many["study_live"] <= 6  # as measured: the session, the user, the role, the study, 2
+
+
+@pytest.mark.parametrize("kind", sorted(kind.key for kind in kinds.all_kinds()))
+def test_the_tools_keys_are_free_in_every_kind(kind, make_study, make_annotators, client):
+    """s, g and h belong to skip, flag and My answers in every workspace: no kind's control
+    uses them (checked on each kind's rendered item, so a kind's own keys are all there)."""
+    users = make_annotators(3)
+    extra = {"condition": "vanilla"} if kind == "proposal_review" else {}
+    study = make_study(kind, annotators=users, overlap=2, **extra)
+    client.force_login(users[0])
+    html = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX).content.decode()
+    assert 'id="skip-dialog"' in html
+    used = re.findall(r'<(\w+)[^>]*\bdata-(?:check-)?keys="([^"]*)"', html)
+    taken = [(k, tag) for tag, keys in used for k in keys.split() if k in ("s", "g", "h")]
+    assert sorted(taken) == [("g", "button"), ("h", "a"), ("s", "button")], (kind, used)
