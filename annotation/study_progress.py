@@ -156,12 +156,17 @@ def study_live(*, study: Study, now: datetime) -> dict:
     counts = (
         Study.objects.filter(pk=study.pk)
         .annotate(
-            answers=_count(Answer.objects.filter(**of_study, retracted_at__isnull=True), "id"),
+            answers=_count(
+                Answer.objects.filter(**of_study, retracted_at__isnull=True),
+                "assignment__item__study",
+            ),
             skips_by_annotator=_count(
-                ItemSkip.objects.filter(**of_study, cause=SkipCause.ANNOTATOR), "cause"
+                ItemSkip.objects.filter(**of_study, cause=SkipCause.ANNOTATOR),
+                "assignment__item__study",
             ),
             skips_by_time_limit=_count(
-                ItemSkip.objects.filter(**of_study, cause=SkipCause.TIME_LIMIT), "cause"
+                ItemSkip.objects.filter(**of_study, cause=SkipCause.TIME_LIMIT),
+                "assignment__item__study",
             ),
             flags=_count(ItemFlag.objects.filter(**of_study), "assignment__item__study"),
             holding=_count(

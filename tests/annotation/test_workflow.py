@@ -441,6 +441,9 @@ def test_the_staff_page_query_count_does_not_grow_with_items_and_flags(
                 item_skip(rater=r, item_token=held.item.token)
             else:
                 answer(r, held.item.token, f"big-{user.pk}-{n}")
+    live = client.get(reverse("annotation:study_live", args=[big.pk])).content.decode()
+    assert re.search(r'data-live="answers">6<', live) and re.search(r'data-live="skips">3<', live)
+    assert re.search(r'data-live="flags">9<', live)
     few, many = count(small), count(big)
     assert many == few, (few, many)
     assert many["study_live"] <= 6  # as measured: the session, the user, the role, the study, 2
