@@ -116,8 +116,9 @@ def progress_counts(rater: Rater) -> tuple[int, float, int]:
     the planner's statistics say about the answers table. What is left is counted as the open
     items of the rater's role (the partial index of open items, nothing joined) less those the
     rater has held and no longer holds (from the rater's own assignments outwards): the same
-    number as one NOT EXISTS per open item, which cost ~3 ms of database CPU per request on the
-    annotation benchmark's 3,056-item study. An item has at most one assignment per rater."""
+    number as one NOT EXISTS per open item, which cost ~2.7 ms more database CPU per request
+    than without the count on the annotation benchmark's 3,056-item study; this way ~1 ms
+    (bench/README.md). An item has at most one assignment per rater."""
     role = "AND 1 = 0"
     if rater.annotates and rater.adjudicates:
         role = ""
