@@ -33,6 +33,7 @@ COMMON_FIELDS = (
     "reason_required",
     "lease_minutes",
     "annotators",
+    "participation_enabled",
 )
 TAIL_FIELDS = ("max_items", "seed", "gold")
 
@@ -74,7 +75,16 @@ class StudyCreateForm(forms.Form):
         initial=30,
         help_text="An item held this long without an answer may go to someone else.",
     )
-    annotators = ModelIdsField(queryset=annotator_choices(), widget=forms.CheckboxSelectMultiple)
+    annotators = ModelIdsField(
+        queryset=annotator_choices(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    participation_enabled = forms.BooleanField(
+        required=False,
+        label="Open to crowd participants",
+        help_text="A participation link (e.g. for Prolific) makes an account for this study only "
+        "for each participant; then no annotator need be chosen. Completion code and URL: on "
+        "the study's page.",
+    )
     adjudicators = ModelIdsField(
         queryset=annotator_choices(),
         required=False,
@@ -166,6 +176,16 @@ class StudyCreateForm(forms.Form):
             "gold"
         ].help_text = f"One per line: the item key, a space, the expected answer ({answers})."
 
+    def clean(self):
+        data = super().clean()
+        # Annotators are required unless crowd participants join by the link instead.
+        crowd = data.get("participation_enabled")
+        if not data.get("annotators") and not crowd and "annotators" not in self.errors:
+            self.add_error(
+                "annotators", "This field is required (or open the study to crowd participants)."
+            )
+        return data
+
     def chosen_kind(self) -> str:
         """The kind whose fields to show: the one chosen, else the first of the menu."""
         raw = self.data.get("kind") if self.is_bound else self.initial.get("kind")
@@ -190,6 +210,7 @@ class StudyCreateForm(forms.Form):
             reason_required=data["reason_required"],
             lease_minutes=data["lease_minutes"],
             annotators=list(data["annotators"]),
+            participation_enabled=data["participation_enabled"],
             adjudicators=list(data["adjudicators"]) if "adjudicators" in used else [],
             run=data["run"] if "run" in used else None,
             runs=list(data["runs"]) if "runs" in used else [],

@@ -255,7 +255,11 @@ def test_bad_onboarding_settings_are_named_on_their_field_and_nothing_is_written
     assert response.status_code == 400
     assert message in response.content.decode()
     study.refresh_from_db()
-    assert (study.practice_items, study.participation_enabled, study.completion_url) == (0, False, "")
+    assert (study.practice_items, study.participation_enabled, study.completion_url) == (
+        0,
+        False,
+        "",
+    )
 
 
 def test_an_answered_item_cannot_become_a_practice_item(make_study, make_annotators):
