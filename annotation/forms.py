@@ -177,7 +177,7 @@ class StudyCreateForm(forms.Form):
         ].help_text = f"One per line: the item key, a space, the expected answer ({answers})."
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         # Annotators are required unless crowd participants join by the link instead.
         crowd = data.get("participation_enabled")
         if not data.get("annotators") and not crowd and "annotators" not in self.errors:
