@@ -312,10 +312,12 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
             retracted_at=now, retraction_reason=RetractionReason.UNDO
         )
         if retracted != 1:
-            raise UndoRefused(
-                "you have seen the judge's verdict or the expected answer on that item, so "
-                "your answer to it is final"
+            seen = (
+                "the expected answer to that practice item"
+                if item.is_practice
+                else ("the judge's verdict on that item")
             )
+            raise UndoRefused(f"you have seen {seen}, so your answer to it is final")
         assignment = answer.assignment
         assignment.completed_at, assignment.reopened = None, True
         Assignment.objects.filter(pk=assignment.pk).update(completed_at=None, reopened=True)
