@@ -40,6 +40,7 @@ from annotation.models import (
     Study,
     StudyItem,
 )
+from annotation.services.studies import check_study_text
 
 EXPLANATION_MAX_CHARS = 5_000
 PRACTICE_LINES_MAX = 200
@@ -274,6 +275,11 @@ def _parse_practice(study: Study, text: str, errors: dict[str, list[str]]) -> di
         else:
             practice[key] = (expected, explanation)
     errors["practice"] += problems[:20]
+    # Annotators read the explanations: the creation form's blinding rule holds for them too.
+    blind = check_study_text(
+        study=study, name="", instructions="\n".join(e for _, e in practice.values())
+    )
+    errors["practice"] += blind.get("instructions", [])
     return practice
 
 

@@ -238,6 +238,7 @@ def test_staff_set_onboarding_see_standings_and_override(
     [
         ({"practice": "no-such-key A"}, "practice", "no item of this study has key"),
         ({"practice": "{key} maybe"}, "practice", "must be one of"),
+        ({"practice": "{key} A | zephyr-secret-large asks first"}, "practice", "a blind study"),
         ({"qualification_percent": "80"}, "qualification_percent", "needs practice items"),
         ({"completion_url": "http://example.org/done"}, "completion_url", "https://"),
         ({"participation_enabled": "on"}, "completion_code", "completion code or"),
