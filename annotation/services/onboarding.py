@@ -104,8 +104,8 @@ class PracticeStanding:
 
 
 def practice_standings(study: Study) -> dict[int, PracticeStanding]:
-    """Every rater's practice standing in the study (one query, plus one for the count)."""
-    items = study.items.filter(is_practice=True).count()
+    """Every rater's practice standing in the study (two queries)."""
+    items = study.practice_items
     rows = (
         Answer.objects.filter(
             assignment__item__study=study,
@@ -130,14 +130,18 @@ def practice_standings(study: Study) -> dict[int, PracticeStanding]:
 
 
 def practice_standing(rater: Rater) -> PracticeStanding:
+    """The rater's practice standing: one query (the item count is ``Study.practice_items``)."""
     study = rater.study
-    practice = Answer.objects.filter(
+    counts = Answer.objects.filter(
         assignment__rater=rater, assignment__item__is_practice=True, retracted_at__isnull=True
+    ).aggregate(
+        answered=Count("id"),
+        correct=Count("id", filter=Q(label=F("assignment__item__expected"))),
     )
     return PracticeStanding(
-        items=study.items.filter(is_practice=True).count(),
-        answered=practice.count(),
-        correct=practice.filter(label=F("assignment__item__expected")).count(),
+        items=study.practice_items,
+        answered=counts["answered"],
+        correct=counts["correct"],
         threshold=study.qualification_percent,
     )
 

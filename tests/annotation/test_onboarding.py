@@ -33,15 +33,17 @@ from stats.exports import vote_rows
 from stats.studies import study_data
 from tests.annotation.conftest import rater
 from tests.annotation.test_blinding import assert_blind
-from tests.annotation.test_workspace_pages import HTMX, key_of, token_of
+from tests.annotation.test_workspace_pages import HTMX, _cycle, key_of, token_of
 
 pytestmark = pytest.mark.django_db
 
 
-def practice_study(make_study, users, *, threshold=None, consent=False, n_practice=2, **fields):
+def practice_study(
+    make_study, users, *, threshold=None, consent=False, n_practice=2, max_items=6, **fields
+):
     """A pairwise study (k = 1) whose first ``n_practice`` items (by key) are practice items:
     expected Case A, with an explanation."""
-    study = make_study(annotators=users, overlap=1, max_items=6, **fields)
+    study = make_study(annotators=users, overlap=1, max_items=max_items, **fields)
     keys = list(study.items.order_by("key").values_list("key", flat=True))[:n_practice]
     lines = "\n".join(f"{key} A | Look at **which reply** asks first." for key in keys)
     study_onboarding_set(
@@ -273,3 +275,38 @@ def test_an_answered_item_cannot_become_a_practice_item(make_study, make_annotat
         study_onboarding_set(study=study, spec=OnboardingSpec(practice=f"{done.item.key} A"))
     assert "already have answers" in str(caught.value)
     assert not StudyItem.objects.filter(is_practice=True).exists()
+
+
+def test_onboarding_adds_a_bounded_number_of_queries_that_do_not_grow_with_the_data(
+    make_study, make_annotators, client
+):
+    """Past the consent screen and the practice, each annotator action costs a few queries more
+    than in a study without onboarding (the gate's and the feedback's), and no more with more
+    data; a study without onboarding costs none (``Study.practice_items``)."""
+    users = make_annotators(2)
+    plain = make_study(annotators=users, overlap=1, max_items=8)
+    client.force_login(users[0])
+    without = _cycle(client, plain)
+    study, _ = practice_study(
+        make_study,
+        users,
+        threshold=100,
+        consent=True,
+        n_practice=1,
+        max_items=12,
+        instructions="Agree?",
+    )
+    me = rater(study, users[0])
+    onboarding.consent_accept(rater=me, text_sha256=onboarding.consent_text_sha256(study))
+    answer(me, assignment_next(rater=me), "A", "q-practice")
+    small = _cycle(client, study)
+    for n in range(3):
+        other = make_annotators(1)
+        make_study(annotators=other, overlap=1, name=f"Other {n}")
+        _cycle(client, study)
+    big = _cycle(client, study)
+    assert all(big[name] <= small[name] for name in small), (small, big)
+    extra = {name: small[name] - without[name] for name in without}
+    # Next: consent, the next practice item, the standing (each one query) in the hand-out,
+    # and the practice feedback's look at the last answer in the page (measured 2026-12-06).
+    assert all(n <= 6 for n in extra.values()), extra
