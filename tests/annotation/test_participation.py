@@ -10,8 +10,10 @@ from django.urls import reverse
 from annotation.models import Participant, Rater, StudyItem
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
 from annotation.services.onboarding import OnboardingSpec, study_onboarding_set
+from annotation.services.participation import ParticipationInput, participant_join
 from core.roles import is_participant
 from tests.annotation.test_blinding import assert_blind
+from tests.annotation.test_concurrency import _in_parallel
 
 pytestmark = pytest.mark.django_db
 
@@ -178,3 +180,19 @@ def test_a_participant_reaches_their_study_and_nothing_else(crowd_study, client,
         assert client.get(url).status_code == 404, url
     admin = client.get(reverse("admin:index"))
     assert admin.status_code == 302 and admin.url.startswith("/admin/login/")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_simultaneous_first_visits_make_one_account_per_id(make_study, make_annotators):
+    """Eight threads, each its own connection, open the link at once: two ids, one account each
+    and one rater each, and the gold count grows by exactly two."""
+    study = make_study(annotators=make_annotators(1), overlap=1, max_items=3)
+    key = study.items.first().key
+    study = open_to_crowd(study, practice=f"{key} A")
+    ids = ["a" * 24, "b" * 24]
+    users = _in_parallel(
+        lambda i: participant_join(study=study, given=ParticipationInput(ids[i % 2])).pk, 8
+    )
+    assert len(set(users)) == 2 and Participant.objects.count() == 2
+    assert Rater.objects.filter(study=study, user__participant__isnull=False).count() == 2
+    assert StudyItem.objects.get(study=study, key=key).required_answers == 1 + 2
