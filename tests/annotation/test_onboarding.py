@@ -310,3 +310,32 @@ def test_onboarding_adds_a_bounded_number_of_queries_that_do_not_grow_with_the_d
     # Next: consent, the next practice item, the standing (each one query) in the hand-out,
     # and the practice feedback's look at the last answer in the page (measured 2026-12-06).
     assert all(n <= 6 for n in extra.values()), extra
+
+
+def test_staff_save_onboarding_from_the_study_page(make_study, make_annotators, client, admin_user):
+    study = make_study(annotators=make_annotators(2), overlap=1, max_items=4)
+    key = study.items.order_by("key").first().key
+    client.force_login(admin_user)
+    response = client.post(
+        reverse("annotation:study_onboarding", args=[study.pk]),
+        {
+            "consent_required": "on",
+            "practice": f"{key} b | Response **B** asks first.",
+            "qualification_percent": "100",
+            "participation_enabled": "on",
+            "completion_code": "C0DE-1",
+            "completion_url": "https://app.prolific.com/submissions/complete?cc=C0DE-1",
+        },
+    )
+    assert response.status_code == 302 and response.url.endswith("#onboarding")
+    study.refresh_from_db()
+    assert (study.consent_required, study.qualification_percent, study.practice_items) == (
+        True,
+        100,
+        1,
+    )
+    item = study.items.get(key=key)
+    assert (item.is_practice, item.is_gold, item.expected) == (True, True, "B")
+    assert item.explanation == "Response **B** asks first." and item.required_answers == 2
+    page = client.get(reverse("annotation:study_detail", args=[study.pk])).content.decode()
+    assert f"{key} B | Response **B** asks first." in page  # the form shows what is set

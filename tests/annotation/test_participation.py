@@ -196,3 +196,13 @@ def test_simultaneous_first_visits_make_one_account_per_id(make_study, make_anno
     assert len(set(users)) == 2 and Participant.objects.count() == 2
     assert Rater.objects.filter(study=study, user__participant__isnull=False).count() == 2
     assert StudyItem.objects.get(study=study, key=key).required_answers == 1 + 2
+
+
+def test_the_staff_page_shows_the_link_to_copy(crowd_study, client, admin_user):
+    client.force_login(admin_user)
+    html = client.get(reverse("annotation:study_detail", args=[crowd_study.pk])).content.decode()
+    expected = (
+        f"http://testserver/participate/{crowd_study.participation_token}/"
+        "?PROLIFIC_PID={{%PROLIFIC_PID%}}&amp;STUDY_ID={{%STUDY_ID%}}&amp;SESSION_ID={{%SESSION_ID%}}"
+    )
+    assert expected in html and "C1AB2CD3" in html
