@@ -180,7 +180,8 @@ class SDKProvider(ABC):
         assistant, and Anthropic's ``system`` is text only)."""
         if message.images and message.role != "user":
             raise ProviderError(
-                f"{self.vendor}: a {message.role} message cannot carry images", retryable=False
+                f"{self.vendor}: only user messages may carry images, not {message.role} ones",
+                retryable=False,
             )
         return message.images
 
