@@ -4,6 +4,9 @@ image tokens in the usage, and the limiter's estimate of them."""
 
 import asyncio
 import base64
+import json
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -308,3 +311,91 @@ def test_each_provider_hands_the_limiter_its_own_vendors_image_estimate(server):
     *_, anthropic_estimate = _anthropic(server)._prepare(request)
 
     assert (openai_estimate, anthropic_estimate) == (765 + 10, 1399 + 10)
+
+
+# --- The fake's checks, as a vendor's client sees them ------------------------------------------
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+PNG_URL = "data:image/png;base64," + base64.b64encode(OCCLUDED.data).decode()
+
+
+@pytest.mark.parametrize(
+    ("part", "message", "param"),
+    [
+        (
+            {"type": "image_url", "image_url": {}},
+            "Missing required parameter: 'messages.[0].content.[1].image_url.url'.",
+            "messages.[0].content.[1].image_url.url",
+        ),
+        (
+            {"type": "image_url", "image_url": {"url": "aW1n"}},
+            "Invalid 'messages.[0].content.[1].image_url.url'. Expected a base64-encoded data URL",
+            "messages.[0].content.[1].image_url.url",
+        ),
+        (
+            {"type": "image_url", "image_url": {"url": PNG_URL, "detail": "ultra"}},
+            "Invalid value: 'ultra'. Supported values are: 'auto', 'low', and 'high'.",
+            "messages.[0].content.[1].image_url.detail",
+        ),
+        (
+            {"type": "picture", "url": PNG_URL},
+            "Invalid value: 'picture'.",
+            "messages.[0].content.[1].type",
+        ),
+    ],
+)
+def test_the_fake_openai_server_refuses_malformed_image_parts(server, part, message, param):
+    body = {
+        "model": "gpt-vision",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Look"}, part]}],
+    }
+
+    status, answer = _post(server.openai_base_url + "/chat/completions", body)
+
+    assert status == 400
+    assert answer["error"]["type"] == "invalid_request_error"
+    assert answer["error"]["message"].startswith(message)
+    assert answer["error"]["param"] == param
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        (
+            {"type": "image", "source": {"type": "base64", "media_type": "image/bmp", "data": ""}},
+            "messages.0.content.0.image.source.base64.media_type: Input should be 'image/jpeg'",
+        ),
+        (
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": "%%"},
+            },
+            "messages.0.content.0.image.source.base64: invalid base64 data",
+        ),
+        ({"type": "text", "text": ""}, "messages: text content blocks must be non-empty"),
+    ],
+)
+def test_the_fake_anthropic_server_refuses_malformed_image_blocks(server, block, message):
+    body = {
+        "model": "claude-vision",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": [block]}],
+    }
+
+    status, answer = _post(server.anthropic_base_url + "/v1/messages", body)
+
+    assert status == 400
+    assert answer["type"] == "error"
+    assert answer["error"]["type"] == "invalid_request_error"
+    assert answer["error"]["message"].startswith(message)
