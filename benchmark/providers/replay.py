@@ -133,12 +133,11 @@ class ReplayStore:
     def recorded_for_other_images(self, key: ReplayKey, images: Images) -> bool:
         """Whether ``key`` has a recording, but for images other than ``images``: what a
         missing-recording error should say, since the text alone would look recorded."""
-        others = {
-            recorded
+        # Only on the error path, so a scan of every recording's images is cheap enough.
+        return any(
+            recorded != images and self.lookup(key, recorded) is not None
             for recorded in self._all_images()
-            if recorded != images and self.lookup(key, recorded) is not None
-        }
-        return bool(others)
+        )
 
     def _all_images(self) -> set[Images]:
         stores: list[Iterable[tuple[Any, ...]]] = [
@@ -204,11 +203,11 @@ def _reply_key(row: dict[str, Any]) -> ReplyKey:
         int(row["turn"]),
         str(row["model"]),
         str(row["condition"]),
-        row_images(row),
+        _row_images(row),
     )
 
 
-def row_images(row: dict[str, Any]) -> Images:
+def _row_images(row: dict[str, Any]) -> Images:
     """A recording's ``images``: the hex sha256 of each image the request carried, in order;
     absent for a text-only recording."""
     images = row.get("images", [])
@@ -232,7 +231,7 @@ def pairwise_key(row: dict[str, Any]) -> PairwiseKey:
         str(row["second_model"]),
         str(row["second_condition"]),
         str(row["judge"]),
-        row_images(row),
+        _row_images(row),
     )
 
 
@@ -243,7 +242,7 @@ def _curation_key(row: dict[str, Any], where: str) -> CurationKey:
             f"{where}: agent must be one of {', '.join(CURATION_AGENTS)}, not {agent!r}"
         )
     try:
-        images = row_images(row)
+        images = _row_images(row)
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
     return (agent, str(row["unique_id_eval"]), int(row["turn"]), images)
