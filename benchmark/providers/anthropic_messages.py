@@ -51,7 +51,10 @@ class AnthropicMessagesProvider(SDKProvider):
             "max_tokens": extra.pop("max_tokens", None) or DEFAULT_MAX_TOKENS,
             "messages": [self._message(m) for m in request.messages if m.role != "system"],
         }
-        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        # _user_images refuses a system message's images, which ``system`` (text) cannot carry.
+        system = "\n\n".join(
+            m.content for m in request.messages if m.role == "system" and not self._user_images(m)
+        )
         if system:
             kwargs["system"] = system
         if "stop" in extra:

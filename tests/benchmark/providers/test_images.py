@@ -242,13 +242,14 @@ def test_a_scripted_unsupported_image_fault_gives_the_vendors_error(server, make
     assert server.requests()[0].fault == "unsupported_image"
 
 
-def test_images_on_an_assistant_message_are_refused_before_sending(server):
-    message = ChatMessage("assistant", "Here is a picture", images=(OCCLUDED,))
+@pytest.mark.parametrize("make", [_openai, _anthropic], ids=["openai", "anthropic"])
+@pytest.mark.parametrize("role", ["assistant", "system"])
+def test_images_on_a_message_other_than_a_user_s_are_refused_before_sending(server, make, role):
+    message = ChatMessage(role, "Here is a picture", images=(OCCLUDED,))
+    request = ChatRequest(model="vision", messages=(message, ChatMessage("user", "Hi")))
 
-    with pytest.raises(
-        ProviderError, match="only user messages may carry images, not assistant ones"
-    ):
-        _openai(server).complete(ChatRequest(model="gpt-vision", messages=(message,)))
+    with pytest.raises(ProviderError, match=f"only user messages may carry images, not {role}"):
+        make(server).complete(request)
 
     assert server.requests() == []
 
