@@ -10,7 +10,8 @@ import pytest
 from benchmark.corpus.schema import TriggerTypeName
 from benchmark.curation.agent_views import PlannerView, ScenarioImage
 from benchmark.curation.loop import curate_dialogue
-from benchmark.curation.prompts import PromptError
+from benchmark.curation import rubrics
+from benchmark.curation.prompts import Prompt, PromptError
 from benchmark.curation.rubrics import intervention_rubric
 from benchmark.curation.services import curation_spec_for
 from benchmark.models import PHASE_WINDOWS
@@ -63,9 +64,6 @@ def test_the_intervention_rubric_needs_the_problem_and_the_fix():
 
 
 def test_a_template_without_its_three_lines_is_refused(monkeypatch):
-    from benchmark.curation import rubrics
-    from benchmark.curation.prompts import Prompt
-
     broken = Prompt("rubric_intervention", "v9", "PASS: asks about {problem} to {intervention}")
     monkeypatch.setattr(rubrics, "load_prompt", lambda name: broken)
 

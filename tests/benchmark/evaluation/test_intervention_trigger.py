@@ -11,8 +11,16 @@ from benchmark.corpus.exporter import dialogue_to_record
 from benchmark.corpus.importer import corpus_import
 from benchmark.curation.rubrics import intervention_rubric
 from benchmark.evaluation import runs
+from benchmark.evaluation.requests import judge_request, reply_request
 from benchmark.evaluation.results_format import results_export
-from benchmark.models import Dialogue, EvaluationUnit, Judgment, ModelEndpoint, Trigger
+from benchmark.models import (
+    Condition,
+    Dialogue,
+    EvaluationUnit,
+    Judgment,
+    ModelEndpoint,
+    Trigger,
+)
 from benchmark.providers import replay
 from benchmark.providers.replay import ReplayStore
 from benchmark.vocabulary import TriggerType
@@ -167,3 +175,26 @@ def test_an_intervention_trigger_is_run_judged_and_ranked_like_the_others(replay
     exported = json.loads(out.getvalue().splitlines()[0])
     assert exported["trigger_stats"]["INTERVENTION"]["PASS"] == 1
     assert set(exported["trigger_stats"]) == {"EMERGENT", "CRITICAL", "RECOVERY", "INTERVENTION"}
+
+
+def test_the_judge_and_the_injected_instruction_explain_the_intervention_type(replayed):
+    corpus_import(stream=stream(jsonl_bytes([_record()])))
+    model, judge = _endpoint(MODELS[0]), _endpoint(JUDGE)
+    run = runs.run_create(
+        name="vision", endpoints=[model], judges=[judge], dialogues=Dialogue.objects.all()
+    )
+    trigger = Trigger.objects.get(type=TriggerType.INTERVENTION)
+    turns = list(trigger.turn.dialogue.turns.order_by("index"))
+    unit = EvaluationUnit(
+        run=run, trigger=trigger, endpoint=model, condition=Condition.RUBRIC_INJECTED, reply=ASKS
+    )
+
+    (prompt,) = judge_request(unit, turns, judge).messages
+    instruction = reply_request(unit, turns).messages[0]
+
+    assert "## The trigger type of this reply: INTERVENTION" in prompt.content
+    assert "- INTERVENTION: the user's input (typically an image" in prompt.content
+    assert "PASS: The reply notices that the input is not enough" in prompt.content
+    assert instruction.role == "system"
+    assert "The INTERVENTION principle applies to your next reply." in instruction.content
+    assert "- INTERVENTION: when what the user gave you" in instruction.content
