@@ -8,9 +8,9 @@ import json
 import pytest
 
 from benchmark.corpus.schema import TriggerTypeName
+from benchmark.curation import rubrics
 from benchmark.curation.agent_views import PlannerView, ScenarioImage
 from benchmark.curation.loop import curate_dialogue
-from benchmark.curation import rubrics
 from benchmark.curation.prompts import Prompt, PromptError
 from benchmark.curation.rubrics import intervention_rubric
 from benchmark.curation.services import curation_spec_for
