@@ -400,3 +400,22 @@ def test_the_fake_anthropic_server_refuses_malformed_image_blocks(server, block,
     assert answer["type"] == "error"
     assert answer["error"]["type"] == "invalid_request_error"
     assert answer["error"]["message"].startswith(message)
+
+
+def test_a_request_s_payload_names_its_images_by_hash_and_a_text_only_one_is_unchanged():
+    text_only = ChatRequest(model="m", messages=(ChatMessage("user", "Hi"),))
+    with_images = ChatRequest(model="m", messages=_conversation()[1:2])
+    other_image = ChatRequest(
+        model="m", messages=(ChatMessage("user", "What is behind the hand?", images=(BLURRY,)),)
+    )
+
+    assert text_only.payload()["messages"] == [{"role": "user", "content": "Hi"}]
+    assert with_images.payload()["messages"] == [
+        {
+            "role": "user",
+            "content": "What is behind the hand?",
+            "images": [OCCLUDED.sha256, BLURRY.sha256],
+        }
+    ]
+    # What caches a call (curation's response cache) tells two images apart.
+    assert other_image.payload() != with_images.payload()
