@@ -30,9 +30,20 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token, TokenProxy
 
 from annotation import kinds
-from annotation.models import Answer, Assignment, RaterExclusion, Study, StudyArchiveEvent
+from annotation.models import (
+    Answer,
+    Assignment,
+    ConsentRecord,
+    RaterExclusion,
+    Study,
+    StudyArchiveEvent,
+)
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
-from annotation.services.onboarding import OnboardingSpec, study_onboarding_set
+from annotation.services.onboarding import (
+    OnboardingSpec,
+    qualification_override_set,
+    study_onboarding_set,
+)
 from annotation.services.participation import ParticipationInput, participant_join
 from annotation.services.studies import StudySpec, study_archive, study_create
 from benchmark.evaluation import runs
@@ -149,9 +160,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     r"admin:benchmark_runauditevent_(add|delete)": ADMIN_READ_ONLY_ADD,
     r"admin:axes_(accessattempt|accesslog|accessfailurelog)_add": ADMIN_READ_ONLY_ADD,
     # What annotators did is never added or deleted by hand (nothing a person did is lost).
-    r"admin:annotation_(studyitem|assignment|answer|raterexclusion)_(add|delete)": (
-        ADMIN_READ_ONLY_ADD
-    ),
+    r"admin:annotation_(studyitem|assignment|answer|raterexclusion|consentrecord"
+    r"|qualificationoverride|participant)_(add|delete)": (ADMIN_READ_ONLY_ADD),
     # Every other model's standard admin pages: staff only.
     r"admin:\w+_\w+_(changelist|add|change|delete|history)": ADMIN,
 }
@@ -259,6 +269,10 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
     participant = participant_join(
         study=rater_study, given=ParticipationInput(external_id="5f1e2d3c4b5a69788796a5b4")
     )
+    # Their consent and a staff override, so those records' admin pages have a row.
+    participant_rater = rater_study.raters.get(user=participant)
+    ConsentRecord.objects.create(rater=participant_rater, text_sha256="0" * 64)
+    qualification_override_set(rater=participant_rater, qualified=True, by=admin_user)
     other_study = Study.objects.filter(kind="pairwise").exclude(pk=rater_study.pk).get()
     other_item = assignment_next(rater=other_study.raters.order_by("pk").first()).item
     # One archived study, so the archive history has a row.
