@@ -17,6 +17,8 @@ urlpatterns = [
     path("<int:study_id>/items/<slug:token>/skip", views.skip, name="skip"),
     path("<int:study_id>/items/<slug:token>/flag", views.flag, name="flag"),
     path("<int:study_id>/mine", views.my_answers, name="my_answers"),
+    path("<int:study_id>/consent", views.consent, name="consent"),
+    path("<int:study_id>/complete", views.complete, name="complete"),
     # Staff (admin or researcher).
     path("studies/", views.study_list, name="study_list"),
     path("studies/new", views.study_new, name="study_new"),
@@ -26,5 +28,11 @@ urlpatterns = [
         "studies/<int:study_id>/raters/<int:rater_id>/exclusion",
         views.rater_exclusion,
         name="rater_exclusion",
+    ),
+    path("studies/<int:study_id>/onboarding", views.study_onboarding, name="study_onboarding"),
+    path(
+        "studies/<int:study_id>/raters/<int:rater_id>/qualification",
+        views.qualification_override,
+        name="qualification_override",
     ),
 ]

@@ -9,6 +9,10 @@ Two routes, one per wire format:
   like this); request id in the ``x-request-id`` header.
 - ``POST /v1/messages`` — Anthropic Messages; request id in the ``request-id`` header.
 
+A message's content may be a string or a list of parts (text and images, in each vendor's
+shape); the parts are checked as the vendors check them and refused with the vendor's own 400
+(``vendor_images.py``), and images are billed inside the prompt tokens of the usage.
+
 Behaviour is scriptable: a reply function (request JSON → text), a FIFO of ``Fault``s applied to
 the next requests, a fixed latency, seeded probabilistic faults (``FaultRates``) for fault
 campaigns, and a gate that holds every response until the test opens it. Every request is logged
@@ -52,6 +56,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from aiohttp import web
+
+from tests.fakes import vendor_images
 
 Api = Literal["openai", "anthropic"]
 Outcome = Literal["pending", "completed", "aborted", "dropped"]
@@ -107,7 +113,7 @@ def bench_reply(body: dict[str, Any]) -> str:
 class Fault:
     """One scripted misbehaviour, applied to one request. Build with the class methods."""
 
-    kind: Literal["status", "slow", "malformed", "disconnect"]
+    kind: Literal["status", "slow", "malformed", "disconnect", "unsupported_image"]
     status: int = 200
     message: str = ""
     retry_after: str | None = None
@@ -143,6 +149,14 @@ class Fault:
         """Like the real APIs, the message quotes the key the client presented — which is why
         providers must scrub keys from error messages."""
         return cls("status", status=401, message="Incorrect API key provided: {api_key}.")
+
+    @classmethod
+    def unsupported_image(cls) -> Fault:
+        """HTTP 400 with the vendor's own error for an image the model cannot take (OpenAI: an
+        image sent to a text-only model; Anthropic: an image it could not process), whatever
+        the request carried. ``FakeVendorServer.text_only_models`` does the same for chosen
+        models on requests that do carry an image."""
+        return cls("unsupported_image", status=400)
 
     @classmethod
     def slow(cls, delay_s: float) -> Fault:
@@ -226,6 +240,12 @@ def _words(value: Any) -> int:
     return 0
 
 
+def _image_tokens(body: dict[str, Any]) -> int:
+    """What the fake bills for the request's images: like the vendors, inside the prompt's
+    input tokens."""
+    return vendor_images.FAKE_IMAGE_TOKENS * vendor_images.image_count(body)
+
+
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -258,6 +278,8 @@ class FakeVendorServer:
         self.reply = reply
         self.latency_s = latency_s
         self.fault_rates = fault_rates or FaultRates()
+        self.text_only_models: set[str] = set()
+        """Models that refuse any image with their vendor's error (vendor_images.py)."""
         self._rng = random.Random(self.fault_rates.seed)
         self._host, self._requested_port = host, port
         self.port = 0
@@ -502,8 +524,20 @@ class FakeVendorServer:
                 headers["retry-after"] = fault.retry_after
             if fault.retry_after_ms is not None:
                 headers["retry-after-ms"] = fault.retry_after_ms
+        elif fault is not None and fault.kind == "unsupported_image":
+            status = 400
+            payload = (
+                _error_body(api, 400, vendor_images.OPENAI_TEXT_ONLY_MODEL)
+                if api == "openai"
+                else _error_body(api, 400, vendor_images.ANTHROPIC_COULD_NOT_PROCESS)
+            )
         elif not isinstance(body, dict):
             status, payload = 400, _error_body(api, 400, "We could not parse the JSON body.")
+        elif problem := vendor_images.content_problem(
+            api, body, text_only=body.get("model") in self.text_only_models
+        ):
+            status = 400
+            payload = _error_body(api, 400, problem.message, param=problem.param, code=problem.code)
         else:
             reply = self.reply(body)
             if isinstance(reply, str):
@@ -585,21 +619,30 @@ def _presented_key(request: web.Request) -> str:
     return request.headers.get("x-api-key") or bearer.removeprefix("Bearer ").strip()
 
 
-def _error_body(api: Api, status: int, message: str) -> bytes:
+def _error_body(
+    api: Api, status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> bytes:
     if api == "anthropic":
         error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return json.dumps(
             {"type": "error", "error": {"type": error_type, "message": message}}
         ).encode()
-    error_type, code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
+    error_type, default_code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
     return json.dumps(
-        {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+        {
+            "error": {
+                "message": message,
+                "type": error_type,
+                "param": param,
+                "code": code or default_code,
+            }
+        }
     ).encode()
 
 
 def _openai_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
     text = reply.joined_text()
-    prompt_tokens = _words(body.get("messages"))
+    prompt_tokens = _words(body.get("messages")) + _image_tokens(body)
     completion_tokens = _words(text or "") + reply.reasoning_tokens
     return json.dumps(
         {
@@ -619,6 +662,7 @@ def _openai_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
                 "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
             },
         }
@@ -641,7 +685,9 @@ def _anthropic_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
             "stop_reason": _ANTHROPIC_STOP_REASONS.get(reply.finish_reason, "end_turn"),
             "stop_sequence": None,
             "usage": {
-                "input_tokens": _words(body.get("messages")) + _words(body.get("system") or ""),
+                "input_tokens": _words(body.get("messages"))
+                + _words(body.get("system") or "")
+                + _image_tokens(body),
                 "output_tokens": _words(list(parts)) + reply.reasoning_tokens,
             },
         }

@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0006_study_reveal_judge_verdict'),
+        ('annotation', '0007_onboarding_participation'),
         ('benchmark', '0016_pairwise_judging'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
