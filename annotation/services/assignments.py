@@ -150,7 +150,9 @@ def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assi
     """A new assignment; ``holders`` (the places already taken) is the new rater's slot, which
     the kind's display rotates the side order by."""
     display = kinds.get(rater.study.kind).display(item, holders)
-    time_limit_ends_at = _time_limit_end(rater.study, now)
+    # Practice items are untimed and cannot be skipped: a practice item given back would leave
+    # its rater short of the practice the qualification threshold counts (services/onboarding).
+    time_limit_ends_at = None if item.is_practice else _time_limit_end(rater.study, now)
     assignment = Assignment.objects.create(
         item=item,
         rater=rater,
@@ -399,7 +401,8 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
         assignment = answer.assignment
         assignment.completed_at, assignment.reopened = None, True
         # A reopened item gets its time limit afresh: the rater chose to look at it again.
-        assignment.time_limit_ends_at = _time_limit_end(rater.study, now)
+        if not item.is_practice:
+            assignment.time_limit_ends_at = _time_limit_end(rater.study, now)
         Assignment.objects.filter(pk=assignment.pk).update(
             completed_at=None, reopened=True, time_limit_ends_at=assignment.time_limit_ends_at
         )
@@ -448,13 +451,15 @@ def item_skip(
             raise SkipRefused("this item is not yours")
         _lock_item(held[1])
         # Read after the item's lock; its state only changes under the rater's lock, held here.
-        assignment = Assignment.objects.select_related("skip").get(pk=held[0])
+        assignment = Assignment.objects.select_related("skip", "item").get(pk=held[0])
         if assignment.state == AssignmentState.SKIPPED:
             return SkipResult(assignment.skip, replayed=True)
         if assignment.state == AssignmentState.DONE:
             raise SkipRefused("you have answered this item (undo your answer first)")
         if assignment.state == AssignmentState.LAPSED:
             raise SkipRefused("this item's time with you ran out and it went to someone else")
+        if assignment.item.is_practice:
+            raise SkipRefused("a practice item cannot be skipped: answer it to see the answer")
         skip = _release_as_skip(assignment, cause=SkipCause.ANNOTATOR, reason=reason, now=now)
     result = SkipResult(skip)
     if hand_out_next:

@@ -34,6 +34,7 @@ from annotation.services.assignments import (
     item_skip,
 )
 from annotation.services.flags import item_flag
+from annotation.services.onboarding import OnboardingSpec, study_onboarding_set
 from annotation.services.studies import StudyInputError
 from tests.annotation.conftest import MODELS, rater
 
@@ -462,3 +463,25 @@ def test_the_tools_keys_are_free_in_every_kind(kind, make_study, make_annotators
     used = re.findall(r'<(\w+)[^>]*\bdata-(?:check-)?keys="([^"]*)"', html)
     taken = [(k, tag) for tag, keys in used for k in keys.split() if k in ("s", "g", "h")]
     assert sorted(taken) == [("g", "button"), ("h", "a"), ("s", "button")], (kind, used)
+
+
+def test_a_practice_item_is_untimed_and_cannot_be_skipped(make_study, make_annotators, client):
+    """A practice item given back would leave its rater short of the practice the qualification
+    threshold counts: no Skip on it, no timer; the real items after it are timed."""
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1, max_items=3, item_time_limit_s=60)
+    key = study.items.order_by("key").values_list("key", flat=True)[0]
+    study_onboarding_set(study=study, spec=OnboardingSpec(practice=f"{key} A"))
+    me = rater(study, user)
+    me.study.refresh_from_db()
+    held = assignment_next(rater=me)
+    assert held.item.is_practice and held.time_limit_ends_at is None
+    with pytest.raises(SkipRefused, match="practice"):
+        item_skip(rater=me, item_token=held.item.token)
+    client.force_login(user)
+    page = client.get(reverse("annotation:workspace", args=[study.pk])).content.decode()
+    assert 'id="skip-dialog"' not in page and "data-time-left-s" not in page
+    assert 'id="flag-dialog"' in page  # flagging a practice item is still possible
+    answer(me, held.item.token, "practice-1")
+    real = assignment_next(rater=me)
+    assert not real.item.is_practice and real.time_limit_ends_at is not None
