@@ -12,6 +12,18 @@ on every machine; without it (the embedded mode: one process) in-process equival
   of the Redis server, so the machines' clocks need not agree.
 - Concurrency: a semaphore whose slots are leases with an expiry, so a slot held by a worker
   that was killed mid-call frees itself once its lease runs out.
+- Learnt limits: a limit the endpoint does not configure is learnt from the vendor's rate-limit
+  headers (ratelimit_headers.py), which providers hand to ``EndpointLimiter.observe``. A newly
+  seen limit is stored beside the buckets (``{prefix}:learnt``, so every worker obeys it) and
+  the buckets restart from what the server said remains; after that the client's buckets run
+  on their own (re-syncing on every response would throw away the fractions of a request they
+  have refilled, and lag the server by a round trip). A 429 re-syncs them to the server's
+  remaining budget, since it proves they were out of step (another client on the same key).
+  Until a process has seen a limit it sends unthrottled, and an endpoint whose server sends no
+  such headers (most OpenAI-compatible servers) never costs a Redis round trip for its rate.
+- Waiting: in a process, the coroutines (or threads) waiting on one endpoint's rate queue on a
+  lock, so only the head of the queue polls the buckets; otherwise every waiter would wake
+  and ask Redis each time one request's budget refills (hundreds of calls per grant).
 
 ``limiters_for`` hands out one ``EndpointLimiter`` per endpoint and process; providers call
 ``with limiter.acquire(estimated_tokens): <one HTTP attempt>``.
@@ -26,15 +38,17 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, Self
 
 import redis
 from django.conf import settings
 
 from benchmark.providers.base import ChatMessage, ProviderError
+from benchmark.providers.ratelimit_headers import ObservedLimits
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +60,10 @@ DEFAULT_LEASE_S = 300.0
 DEFAULT_OUTPUT_TOKENS_ESTIMATE = 1024
 _POLL_S = 0.05
 """How often a Redis concurrency waiter looks again: releases are not pushed to waiters."""
+LEARNT_TTL_S = 3600.0
+"""How long a learnt limit is kept in Redis after it was last confirmed."""
+LEARNT_RECHECK_S = 60.0
+"""How often a process confirms (in Redis) a learnt limit it keeps seeing unchanged."""
 
 
 def estimate_request_tokens(
@@ -88,6 +106,10 @@ class RateLimiter(Protocol):
         """Wait until the call fits, take it, and return the seconds waited."""
         ...
 
+    def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
+        """Learn from a response's rate-limit headers (``refused``: it was a 429)."""
+        ...
+
 
 class ConcurrencyLimiter(Protocol):
     def try_acquire(self) -> Lease | None: ...
@@ -124,13 +146,22 @@ class _BlockingAcquire(ABC):
 
 
 class LocalRateLimiter(_BlockingAcquire):
-    """Thread-safe token buckets for one process. ``None`` limits are unlimited; a request for
-    more tokens than a whole minute's budget is treated as a full bucket (it could never fit)."""
+    """Thread-safe token buckets for one process. ``None`` limits are unlimited (or, with
+    ``learn``, learnt by ``observe``); a request for more tokens than a whole minute's budget is
+    treated as a full bucket (it could never fit)."""
 
-    def __init__(self, *, rpm: int | None, tpm: int | None, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        rpm: int | None,
+        tpm: int | None,
+        learn: bool = False,
+        clock: Clock = time.monotonic,
+    ) -> None:
         _check_limit("rpm", rpm)
         _check_limit("tpm", tpm)
         self.rpm, self.tpm = rpm, tpm
+        self.learns_rpm, self.learns_tpm = learn and rpm is None, learn and tpm is None
         self._clock = clock
         self._lock = threading.Lock()
         self._requests = float(rpm or 0)
@@ -139,17 +170,12 @@ class LocalRateLimiter(_BlockingAcquire):
 
     def try_acquire(self, tokens: int = 0) -> float:
         with self._lock:
-            now = self._clock()
-            elapsed = max(0.0, now - self._updated)
-            self._updated = now
+            self._refill_locked()
             wait_s = 0.0
-            if self.rpm:
-                self._requests = min(self.rpm, self._requests + elapsed * self.rpm / 60)
-                if self._requests < 1:
-                    wait_s = (1 - self._requests) * 60 / self.rpm
+            if self.rpm and self._requests < 1:
+                wait_s = (1 - self._requests) * 60 / self.rpm
             if self.tpm:
                 tokens = min(tokens, self.tpm)
-                self._tokens = min(self.tpm, self._tokens + elapsed * self.tpm / 60)
                 if self._tokens < tokens:
                     wait_s = max(wait_s, (tokens - self._tokens) * 60 / self.tpm)
             if wait_s > 0:
@@ -159,6 +185,32 @@ class LocalRateLimiter(_BlockingAcquire):
             if self.tpm:
                 self._tokens -= tokens
             return 0.0
+
+    def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
+        with self._lock:
+            self._refill_locked()
+            changed = False
+            if self.learns_rpm and limits.rpm and limits.rpm != self.rpm:
+                self.rpm, changed = limits.rpm, True
+            if self.learns_tpm and limits.tpm and limits.tpm != self.tpm:
+                self.tpm, changed = limits.tpm, True
+            if not (changed or refused):
+                return
+            if self.rpm:
+                known = limits.remaining_requests
+                self._requests = float(self.rpm if known is None else min(known, self.rpm))
+            if self.tpm:
+                known = limits.remaining_tokens
+                self._tokens = float(self.tpm if known is None else min(known, self.tpm))
+
+    def _refill_locked(self) -> None:
+        now = self._clock()
+        elapsed = max(0.0, now - self._updated)
+        self._updated = now
+        if self.rpm:
+            self._requests = min(self.rpm, self._requests + elapsed * self.rpm / 60)
+        if self.tpm:
+            self._tokens = min(self.tpm, self._tokens + elapsed * self.tpm / 60)
 
 
 class LocalConcurrencyLimiter:
@@ -232,13 +284,19 @@ def _client_failures(client: redis.Redis) -> Iterator[None]:
         raise redis.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
-# KEYS[1]: hash {req, tok, ts}. ARGV: rpm, tpm (0 = unlimited), tokens wanted.
+# KEYS[1]: hash {req, tok, ts}; KEYS[2]: hash {rpm, tpm} of learnt limits. ARGV: rpm, tpm
+# (0 = unlimited, -1 = the learnt one, unlimited while none is), tokens wanted.
 # Returns 0 when granted (and taken), else the milliseconds to wait (nothing taken).
 # Buckets start full and hold one minute's budget; state is written only when a call is granted.
 _RATE_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rpm, tpm, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if rpm < 0 or tpm < 0 then
+  local learnt = redis.call('HMGET', KEYS[2], 'rpm', 'tpm')
+  if rpm < 0 then rpm = tonumber(learnt[1]) or 0 end
+  if tpm < 0 then tpm = tonumber(learnt[2]) or 0 end
+end
 local state = redis.call('HMGET', KEYS[1], 'req', 'tok', 'ts')
 local elapsed = math.max(0, now - (tonumber(state[3]) or now))
 local wait, req, tok = 0, 0, 0
@@ -255,6 +313,41 @@ if wait > 0 then return math.max(1, math.ceil(wait)) end
 redis.call('HSET', KEYS[1], 'req', tostring(req - 1), 'tok', tostring(tok - want), 'ts', now)
 redis.call('PEXPIRE', KEYS[1], 61000)
 return 0
+"""
+
+# KEYS[1]: the buckets' hash, KEYS[2]: the learnt limits' hash. ARGV: rpm, tpm (0: not
+# seen), remaining requests, remaining tokens (-1: not seen), 1 to re-sync the buckets even if
+# no limit changed (after a 429), the learnt hash's expiry in ms, the configured rpm and tpm
+# (0: none; they bound the buckets in place of a learnt limit).
+# A limit seen for the first time (or changed) is stored, and the buckets restart from what
+# the server said remains. Returns 1 if anything was written.
+_LEARN_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rem_req, rem_tok, resync = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local old = redis.call('HMGET', KEYS[2], 'rpm', 'tpm')
+local changed = false
+if rpm > 0 and tonumber(old[1]) ~= rpm then
+  redis.call('HSET', KEYS[2], 'rpm', rpm)
+  changed = true
+end
+if tpm > 0 and tonumber(old[2]) ~= tpm then
+  redis.call('HSET', KEYS[2], 'tpm', tpm)
+  changed = true
+end
+if rpm > 0 or tpm > 0 then redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[6])) end
+if not (changed or resync) then return 0 end
+local cap_rpm, cap_tpm = tonumber(ARGV[7]), tonumber(ARGV[8])
+if cap_rpm > 0 then rpm = cap_rpm elseif rpm <= 0 then rpm = tonumber(old[1]) or 0 end
+if cap_tpm > 0 then tpm = cap_tpm elseif tpm <= 0 then tpm = tonumber(old[2]) or 0 end
+local req = rpm
+if rem_req >= 0 then req = math.min(rem_req, rpm) end
+local tok = tpm
+if rem_tok >= 0 then tok = math.min(rem_tok, tpm) end
+redis.call('HSET', KEYS[1], 'req', tostring(req), 'tok', tostring(tok), 'ts', now)
+redis.call('PEXPIRE', KEYS[1], 61000)
+return 1
 """
 
 # KEYS[1]: sorted set of lease id -> expiry (ms, Redis clock). ARGV: limit, lease id, lease ms.
@@ -277,8 +370,9 @@ return math.max(1, math.ceil(tonumber(first[2]) - now))
 class RedisRateLimiter(_BlockingAcquire):
     """The token buckets of ``LocalRateLimiter``, kept in Redis under ``{key_prefix}:rate``.
 
-    Limits travel with every call rather than living in Redis, so an edited endpoint takes
-    effect at once and two processes never disagree about which limits are stored."""
+    Configured limits travel with every call rather than living in Redis, so an edited endpoint
+    takes effect at once and two processes never disagree about which limits are stored. Learnt
+    ones (``learn``: the limits not configured) live under ``{key_prefix}:learnt``, shared."""
 
     def __init__(
         self,
@@ -287,21 +381,58 @@ class RedisRateLimiter(_BlockingAcquire):
         key_prefix: str,
         rpm: int | None = None,
         tpm: int | None = None,
+        learn: bool = False,
+        clock: Clock = time.monotonic,
     ) -> None:
         _check_limit("rpm", rpm)
         _check_limit("tpm", tpm)
         self.rpm, self.tpm = rpm, tpm
+        self.learns_rpm, self.learns_tpm = learn and rpm is None, learn and tpm is None
         self.key_prefix = key_prefix
         self.key = f"{key_prefix}:rate"
+        self.learnt_key = f"{key_prefix}:learnt"
         self._redis = redis_client
         self._script = redis_client.register_script(_RATE_SCRIPT)
+        self._learn_script = redis_client.register_script(_LEARN_SCRIPT)
+        self._clock = clock
+        self._seen: tuple[int | None, int | None] | None = None
+        """The learnt limits this process last stored or confirmed, and when."""
+        self._seen_at = 0.0
 
     def try_acquire(self, tokens: int = 0) -> float:
+        if self.rpm is None and self.tpm is None and self._seen is None:
+            return 0.0  # nothing configured, nothing learnt yet: no Redis round trip
+        rpm = self.rpm or (-1 if self.learns_rpm else 0)
+        tpm = self.tpm or (-1 if self.learns_tpm else 0)
         with _client_failures(self._redis):
-            wait_ms = self._script(
-                keys=[self.key], args=[self.rpm or 0, self.tpm or 0, int(tokens)]
-            )
+            wait_ms = self._script(keys=[self.key, self.learnt_key], args=[rpm, tpm, int(tokens)])
         return int(wait_ms) / 1000
+
+    def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
+        rpm = limits.rpm if self.learns_rpm else None
+        tpm = limits.tpm if self.learns_tpm else None
+        if rpm is None and tpm is None and not refused:
+            return
+        seen = (rpm, tpm)
+        now = self._clock()
+        if not refused and seen == self._seen and now - self._seen_at < LEARNT_RECHECK_S:
+            return  # the common case: nothing new, no round trip
+        with _client_failures(self._redis):
+            self._learn_script(
+                keys=[self.key, self.learnt_key],
+                args=[
+                    rpm or 0,
+                    tpm or 0,
+                    -1 if limits.remaining_requests is None else limits.remaining_requests,
+                    -1 if limits.remaining_tokens is None else limits.remaining_tokens,
+                    1 if refused else 0,
+                    int(LEARNT_TTL_S * 1000),
+                    self.rpm or 0,
+                    self.tpm or 0,
+                ],
+            )
+        if rpm is not None or tpm is not None:
+            self._seen, self._seen_at = seen, now
 
 
 class RedisConcurrencyLimiter:
@@ -367,6 +498,12 @@ class EndpointLimiter:
 
     rate: RateLimiter | None = None
     concurrency: ConcurrencyLimiter | None = None
+    # The rate's waiting queue in this process (the module docstring says why): a lock for
+    # threads, and one per event loop for coroutines (an asyncio lock belongs to one loop).
+    _thread_queue: threading.Lock = field(default_factory=threading.Lock, compare=False)
+    _loop_queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
+        default_factory=weakref.WeakKeyDictionary, compare=False
+    )
 
     def acquire(self, estimated_tokens: int, *, sleep: Sleep = time.sleep) -> Lease:
         """Wait for the rate budget, then for a slot; release the returned lease after the call.
@@ -375,7 +512,8 @@ class EndpointLimiter:
         outage becomes a retryable ``ProviderError``, so the caller's backoff applies to it."""
         try:
             if self.rate is not None:
-                self.rate.acquire(estimated_tokens, sleep=sleep)
+                with self._thread_queue:
+                    self.rate.acquire(estimated_tokens, sleep=sleep)
             if self.concurrency is not None:
                 return self.concurrency.acquire(sleep=sleep)
         except redis.RedisError as exc:
@@ -392,8 +530,9 @@ class EndpointLimiter:
         waiting between tries is where other calls run."""
         try:
             if self.rate is not None:
-                while (wait_s := self.rate.try_acquire(estimated_tokens)) > 0:
-                    await asyncio.sleep(wait_s)
+                async with self._loop_queue():
+                    while (wait_s := self.rate.try_acquire(estimated_tokens)) > 0:
+                        await asyncio.sleep(wait_s)
             if self.concurrency is not None:
                 while (lease := self.concurrency.try_acquire()) is None:
                     await asyncio.sleep(_POLL_S)
@@ -404,6 +543,23 @@ class EndpointLimiter:
                 retryable=True,
             ) from exc
         return Lease()
+
+    def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
+        """Hand the rate limiter what a response's headers said (``refused``: a 429). Best
+        effort: the call itself is over, so a Redis outage here is logged, not raised."""
+        if self.rate is None or (limits.empty and not refused):
+            return
+        try:
+            self.rate.observe(limits, refused=refused)
+        except redis.RedisError as exc:
+            logger.warning("could not store the limits learnt for %s: %s", self.rate, exc)
+
+    def _loop_queue(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        queue = self._loop_queues.get(loop)
+        if queue is None:
+            queue = self._loop_queues[loop] = asyncio.Lock()
+        return queue
 
 
 _limiters: dict[tuple[object, ...], EndpointLimiter] = {}
@@ -418,9 +574,11 @@ def limiters_for(
     tpm: int | None,
     max_concurrency: int | None,
     lease_s: float = DEFAULT_LEASE_S,
+    learn: bool = False,
 ) -> EndpointLimiter:
     """The process-wide limiter of an endpoint: Redis-backed when ``settings.REDIS_URL`` is set
-    (shared with every other worker), in-process otherwise.
+    (shared with every other worker), in-process otherwise. With ``learn``, the rate limits not
+    given here are learnt from the vendor's headers (``EndpointLimiter.observe``).
 
     One instance per (endpoint, limits): local buckets must be shared by every thread to mean
     anything, and an edited limit gets a fresh limiter instead of a stale one."""
@@ -428,11 +586,13 @@ def limiters_for(
     _check_limit("tpm", tpm)
     _check_limit("max_concurrency", max_concurrency)
     redis_url = getattr(settings, "REDIS_URL", None) or None
-    key = (redis_url, endpoint_name, rpm, tpm, max_concurrency, lease_s)
+    key = (redis_url, endpoint_name, rpm, tpm, max_concurrency, lease_s, learn)
     with _registry_lock:
         limiter = _limiters.get(key)
         if limiter is None:
-            limiter = _build_limiter(endpoint_name, redis_url, rpm, tpm, max_concurrency, lease_s)
+            limiter = _build_limiter(
+                endpoint_name, redis_url, rpm, tpm, max_concurrency, lease_s, learn
+            )
             _limiters[key] = limiter
         return limiter
 
@@ -444,11 +604,12 @@ def _build_limiter(
     tpm: int | None,
     max_concurrency: int | None,
     lease_s: float,
+    learn: bool,
 ) -> EndpointLimiter:
-    has_rate = rpm is not None or tpm is not None
+    has_rate = rpm is not None or tpm is not None or learn
     if redis_url is None:
         return EndpointLimiter(
-            rate=LocalRateLimiter(rpm=rpm, tpm=tpm) if has_rate else None,
+            rate=LocalRateLimiter(rpm=rpm, tpm=tpm, learn=learn) if has_rate else None,
             concurrency=(
                 LocalConcurrencyLimiter(max_concurrency, lease_s=lease_s)
                 if max_concurrency
@@ -461,7 +622,11 @@ def _build_limiter(
         client = _redis_clients[redis_url] = redis.Redis.from_url(redis_url)
     prefix = f"proactbench:limits:{endpoint_name}"
     return EndpointLimiter(
-        rate=RedisRateLimiter(client, key_prefix=prefix, rpm=rpm, tpm=tpm) if has_rate else None,
+        rate=(
+            RedisRateLimiter(client, key_prefix=prefix, rpm=rpm, tpm=tpm, learn=learn)
+            if has_rate
+            else None
+        ),
         concurrency=(
             RedisConcurrencyLimiter(
                 client, key_prefix=prefix, limit=max_concurrency, lease_s=lease_s

@@ -5,11 +5,16 @@ first use), the parameter merge, the timeout, the limiter's token estimate and t
 of retry.py. An adapter (openai_chat.py, anthropic_messages.py) says only what is its vendor's:
 how to build its clients, how a ``ChatRequest`` becomes the SDK call's arguments, how to send
 them, and how the response becomes a ``ChatResult``.
+
+Every attempt reads the response's headers (``_send`` returns the SDK's raw response) and hands
+the vendor's rate-limit headers (``_rate_limits``) to the endpoint's limiter, 429s included:
+that is how an endpoint without configured limits learns them (ratelimit.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
@@ -17,6 +22,7 @@ from typing import Any, ClassVar, Self
 
 from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
 from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
+from benchmark.providers.ratelimit_headers import ObservedLimits
 from benchmark.providers.registry import Connection
 from benchmark.providers.retry import (
     atimed_call_with_retries,
@@ -84,8 +90,18 @@ class SDKProvider(ABC):
         ``latency_s`` is that of the successful attempt alone (no backoff, no limiter wait)."""
         kwargs, timeout_s, estimated_tokens = self._prepare(request)
         client = self._client
+
+        def send() -> Any:
+            try:
+                raw = self._send(client, kwargs, timeout_s)
+            except Exception as exc:
+                self._observe_failure(exc)
+                raise
+            self._limiter.observe(self._rate_limits(raw.headers))
+            return raw.parse()
+
         return timed_call_with_retries(
-            lambda: self._send(client, kwargs, timeout_s),
+            send,
             self._checked_result,
             limiter=self._limiter,
             estimated_tokens=estimated_tokens,
@@ -102,8 +118,20 @@ class SDKProvider(ABC):
         if self._aclient is None:
             self._aclient = self._make_async_client(self._client_options)
         client = self._aclient
+
+        async def send() -> Any:
+            try:
+                raw = await self._send(client, kwargs, timeout_s)
+            except Exception as exc:
+                self._observe_failure(exc)
+                raise
+            self._limiter.observe(self._rate_limits(raw.headers))
+            parsed = raw.parse()
+            # Anthropic's async raw response parses asynchronously, OpenAI's legacy one not.
+            return await parsed if inspect.isawaitable(parsed) else parsed
+
         return await atimed_call_with_retries(
-            lambda: self._send(client, kwargs, timeout_s),
+            send,
             self._checked_result,
             limiter=self._limiter,
             estimated_tokens=estimated_tokens,
@@ -127,6 +155,18 @@ class SDKProvider(ABC):
             request.messages, max_output_tokens=self._max_output_tokens(params)
         )
         return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
+
+    def _observe_failure(self, exc: Exception) -> None:
+        """A vendor's error response (the SDKs' ``APIStatusError``) carries the rate-limit
+        headers too; a 429 also tells the limiter its buckets were out of step."""
+        response = getattr(exc, "response", None)
+        status = getattr(exc, "status_code", None)
+        if response is not None and isinstance(status, int):
+            self._limiter.observe(self._rate_limits(response.headers), refused=status == 429)
+
+    def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
+        """The vendor's rate-limit headers read (ratelimit_headers.py); none by default."""
+        return ObservedLimits()
 
     def _max_output_tokens(self, params: dict[str, Any]) -> int | None:
         """The output budget the limiter counts a call for (None: its default estimate)."""
@@ -164,7 +204,8 @@ class SDKProvider(ABC):
 
     @abstractmethod
     def _send(self, client: Any, kwargs: dict[str, Any], timeout_s: float) -> Any:
-        """One attempt with either client (the async one returns an awaitable)."""
+        """One attempt with either client (the async one returns an awaitable), answering the
+        SDK's raw response (``headers`` and ``parse()``: its ``with_raw_response`` form)."""
 
     @abstractmethod
     def _result(self, response: Any, latency_s: float, attempts: int) -> ChatResult:
