@@ -398,15 +398,32 @@ class RedisRateLimiter(_BlockingAcquire):
         self._seen: tuple[int | None, int | None] | None = None
         """The learnt limits this process last stored or confirmed, and when."""
         self._seen_at = 0.0
+        self._looked_up_at: float | None = None
 
     def try_acquire(self, tokens: int = 0) -> float:
-        if self.rpm is None and self.tpm is None and self._seen is None:
+        if self.rpm is None and self.tpm is None and not self._knows_learnt_limits():
             return 0.0  # nothing configured, nothing learnt yet: no Redis round trip
         rpm = self.rpm or (-1 if self.learns_rpm else 0)
         tpm = self.tpm or (-1 if self.learns_tpm else 0)
         with _client_failures(self._redis):
             wait_ms = self._script(keys=[self.key, self.learnt_key], args=[rpm, tpm, int(tokens)])
         return int(wait_ms) / 1000
+
+    def _knows_learnt_limits(self) -> bool:
+        """Whether any limit was learnt, by this process or (looked up once a recheck period
+        while none is known) by another one."""
+        if self._seen is not None:
+            return True
+        now = self._clock()
+        if self._looked_up_at is not None and now - self._looked_up_at < LEARNT_RECHECK_S:
+            return False
+        self._looked_up_at = now
+        with _client_failures(self._redis):
+            rpm, tpm = self._redis.hmget(self.learnt_key, ["rpm", "tpm"])
+        if rpm is not None or tpm is not None:
+            self._seen = (int(rpm) if rpm else None, int(tpm) if tpm else None)
+            self._seen_at = now
+        return self._seen is not None
 
     def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
         rpm = limits.rpm if self.learns_rpm else None
