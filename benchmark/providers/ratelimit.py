@@ -318,14 +318,16 @@ return 0
 # KEYS[1]: the buckets' hash, KEYS[2]: the learnt limits' hash. ARGV: rpm, tpm (0: not
 # seen), remaining requests, remaining tokens (-1: not seen), 1 to re-sync the buckets even if
 # no limit changed (after a 429), the learnt hash's expiry in ms, the configured rpm and tpm
-# (0: none; they bound the buckets in place of a learnt limit).
+# (0: none; they bound the buckets in place of a learnt limit), and requests to charge: ones
+# this process sent before it knew any limit, still in flight (see ``RedisRateLimiter``).
 # A limit seen for the first time (or changed) is stored, and the buckets restart from what
-# the server said remains. Returns 1 if anything was written.
+# the server said remains. Returns 1 if the buckets were written.
 _LEARN_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
 local rem_req, rem_tok, resync = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local charge = tonumber(ARGV[9])
 local old = redis.call('HMGET', KEYS[2], 'rpm', 'tpm')
 local changed = false
 if rpm > 0 and tonumber(old[1]) ~= rpm then
@@ -337,14 +339,24 @@ if tpm > 0 and tonumber(old[2]) ~= tpm then
   changed = true
 end
 if rpm > 0 or tpm > 0 then redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[6])) end
-if not (changed or resync) then return 0 end
+if not (changed or resync or charge > 0) then return 0 end
 local cap_rpm, cap_tpm = tonumber(ARGV[7]), tonumber(ARGV[8])
 if cap_rpm > 0 then rpm = cap_rpm elseif rpm <= 0 then rpm = tonumber(old[1]) or 0 end
 if cap_tpm > 0 then tpm = cap_tpm elseif tpm <= 0 then tpm = tonumber(old[2]) or 0 end
-local req = rpm
-if rem_req >= 0 then req = math.min(rem_req, rpm) end
-local tok = tpm
-if rem_tok >= 0 then tok = math.min(rem_tok, tpm) end
+local req, tok
+if changed or resync then
+  req = rpm
+  if rem_req >= 0 then req = math.min(rem_req, rpm) end
+  tok = tpm
+  if rem_tok >= 0 then tok = math.min(rem_tok, tpm) end
+else
+  -- the buckets as they stand now (the rate script's refill)
+  local state = redis.call('HMGET', KEYS[1], 'req', 'tok', 'ts')
+  local elapsed = math.max(0, now - (tonumber(state[3]) or now))
+  req = math.min(rpm, (tonumber(state[1]) or rpm) + elapsed * rpm / 60000)
+  tok = math.min(tpm, (tonumber(state[2]) or tpm) + elapsed * tpm / 60000)
+end
+if rpm > 0 then req = req - charge end
 redis.call('HSET', KEYS[1], 'req', tostring(req), 'tok', tostring(tok), 'ts', now)
 redis.call('PEXPIRE', KEYS[1], 61000)
 return 1
@@ -399,9 +411,13 @@ class RedisRateLimiter(_BlockingAcquire):
         """The learnt limits this process last stored or confirmed, and when."""
         self._seen_at = 0.0
         self._looked_up_at: float | None = None
+        self._unmetered = 0
+        """Requests let through while no limit was known, and responses observed meanwhile."""
+        self._observed = 0
 
     def try_acquire(self, tokens: int = 0) -> float:
         if self.rpm is None and self.tpm is None and not self._knows_learnt_limits():
+            self._unmetered += 1
             return 0.0  # nothing configured, nothing learnt yet: no Redis round trip
         rpm = self.rpm or (-1 if self.learns_rpm else 0)
         tpm = self.tpm or (-1 if self.learns_tpm else 0)
@@ -428,12 +444,19 @@ class RedisRateLimiter(_BlockingAcquire):
     def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
         rpm = limits.rpm if self.learns_rpm else None
         tpm = limits.tpm if self.learns_tpm else None
+        self._observed += 1
         if rpm is None and tpm is None and not refused:
             return
         seen = (rpm, tpm)
         now = self._clock()
         if not refused and seen == self._seen and now - self._seen_at < LEARNT_RECHECK_S:
             return  # the common case: nothing new, no round trip
+        # The first limit this process sees: the requests it sent unmetered and still has in
+        # flight (one observation per request) may have reached the server after the remaining
+        # budget it reported, so they are charged to the buckets now (some twice: on the safe
+        # side). Without it, two processes starting at once overspent by about their calls in
+        # flight (tests/benchmark/providers/test_ratelimit_processes.py).
+        charge = max(0, self._unmetered - self._observed) if self._seen is None else 0
         with _client_failures(self._redis):
             self._learn_script(
                 keys=[self.key, self.learnt_key],
@@ -446,10 +469,12 @@ class RedisRateLimiter(_BlockingAcquire):
                     int(LEARNT_TTL_S * 1000),
                     self.rpm or 0,
                     self.tpm or 0,
+                    charge,
                 ],
             )
         if rpm is not None or tpm is not None:
             self._seen, self._seen_at = seen, now
+            self._unmetered = 0
 
 
 class RedisConcurrencyLimiter:

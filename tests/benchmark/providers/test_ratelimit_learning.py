@@ -47,6 +47,25 @@ def test_a_learnt_limit_is_shared_and_starts_from_what_the_server_said_remains(
     assert worker_b.try_acquire(100) == pytest.approx(2.0, abs=0.05)  # 3 requests spent, 30/min
 
 
+def test_requests_sent_before_any_limit_was_known_and_still_in_flight_are_charged(
+    redis_client, prefix
+):
+    limiter = RedisRateLimiter(redis_client, key_prefix=prefix, learn=True)
+    assert _grants(limiter, 5) == 5  # unmetered: no limit known yet
+    # The first response (one of the five) says 10 remain; the four others are in flight.
+    limiter.observe(ObservedLimits(rpm=60, remaining_requests=10))
+    assert _grants(limiter, 7) == 6
+    # Another process had sent 2 unmetered requests; it learns an already stored limit.
+    other = RedisRateLimiter(redis_test_client(), key_prefix=prefix, learn=True)
+    other._looked_up_at = other._clock()  # it looked before the limit was stored
+    assert _grants(other, 2) == 2
+    seconds, microseconds = redis_client.time()
+    now_ms = seconds * 1000 + microseconds // 1000
+    redis_client.hset(limiter.key, mapping={"req": "5", "ts": str(now_ms)})
+    other.observe(ObservedLimits(rpm=60, remaining_requests=30))
+    assert _grants(other, 5) == 4  # 5 - 1 still in flight; the limit did not change
+
+
 def test_an_unchanged_limit_does_not_reset_the_buckets(redis_client, prefix):
     limiter = RedisRateLimiter(redis_client, key_prefix=prefix, learn=True)
     limiter.observe(ObservedLimits(rpm=60, remaining_requests=2))
