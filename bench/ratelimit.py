@@ -18,6 +18,7 @@ Completions, Anthropic Messages) and each mode — limits **configured** on the 
 
     python bench/ratelimit.py                      # 2 models, 300 requests/min each, ~6 min
     python bench/ratelimit.py --rpm 600 --only openai:learnt
+    python bench/ratelimit.py --inspect-python /tmp/inspect-venv/bin/python   # with the peer
 
 Ends with ``RESULT limit_share=… share_429=…``: the worst over the configurations (targets:
 ≥ 0.95 and ≤ 0.01), each configuration's figures in the table above it.
@@ -97,6 +98,12 @@ def main() -> None:
         action="append",
         metavar="VENDOR:MODE",
         help="e.g. openai:learnt (repeatable); default: every vendor and mode",
+    )
+    parser.add_argument(
+        "--inspect-python",
+        metavar="PATH",
+        help="the python of a venv with inspect_ai installed (not the project's): run the peer "
+        "(bench/inspect_ratelimit_peer.py) on the same limit, OpenAI wire format",
     )
     parser.add_argument(
         "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_ratelimit"
@@ -238,6 +245,7 @@ def main() -> None:
             worker.terminate()
         for worker in workers:
             worker.wait(timeout=60)
+    peer = _run_peer(args, summary.triggers) if args.inspect_python else None
 
     load = os.getloadavg()
     print(
@@ -258,6 +266,16 @@ def main() -> None:
             f"{row['share_429']:.4f} | {row['limit_share']:.3f} | {row['steady_share']:.3f} | "
             f"{row['max_in_flight']} | {row['failed_calls']} |"
         )
+    if peer is not None:
+        print(
+            f"| openai (inspect_ai {peer['samples']} samples, adaptive concurrency) | peer | "
+            f"{peer['samples'] - peer['errors']}/{peer['samples']} | {peer['wall_s']:.1f} | "
+            f"{peer['requests']} | {peer['refused']} | {peer['share_429']:.4f} | "
+            f"{peer['limit_share']:.3f} | {peer['steady_share']:.3f} | {peer['max_in_flight']} | "
+            f"{peer['errors']} |"
+        )
+    else:
+        print("(peer not run: give --inspect-python)")
     worst_share = min(row["limit_share"] for row in results)
     worst_429 = max(row["share_429"] for row in results)
     ok = (
@@ -270,7 +288,50 @@ def main() -> None:
         f"steady_share={min(row['steady_share'] for row in results):.3f} rpm={args.rpm} "
         f"models={args.models} workers={args.workers} configs={len(results)} "
         f"load={load[0]:.2f} ok={ok}"
+        + (
+            f" peer_limit_share={peer['limit_share']:.3f} peer_share_429={peer['share_429']:.4f}"
+            if peer
+            else ""
+        )
     )
+
+
+def _run_peer(args, triggers: int) -> dict:
+    """inspect_ai against a server limited as above, on one model with as many calls as each
+    of our limited models made (the triggers)."""
+    model = "bench-rl-peer"
+    server, base_url = _start_fake_server(
+        args.latency_ms, "--rpm", str(args.rpm), "--limit-models", model
+    )
+    try:
+        done = subprocess.run(
+            [
+                args.inspect_python,
+                str(ROOT / "bench" / "inspect_ratelimit_peer.py"),
+                f"--base-url={base_url}/v1",
+                f"--model={model}",
+                f"--samples={triggers}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        line = next((x for x in done.stdout.splitlines() if x.startswith("PEER ")), None)
+        if line is None:
+            sys.exit(f"the inspect_ai peer failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+        reported = dict(part.split("=") for part in line.split()[1:])
+        stats = _json(f"{base_url}/_fake/stats")
+        figures = _shares(_json(f"{base_url}/_fake/log"), {model}, args.rpm)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return {
+        "samples": int(reported["samples"]),
+        "errors": int(reported["errors"]),
+        "wall_s": float(reported["wall_s"]),
+        "max_in_flight": stats["max_in_flight"],
+        **figures,
+    }
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import time
 import uuid
 import weakref
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, Self
@@ -60,6 +61,9 @@ DEFAULT_LEASE_S = 300.0
 DEFAULT_OUTPUT_TOKENS_ESTIMATE = 1024
 _POLL_S = 0.05
 """How often a Redis concurrency waiter looks again: releases are not pushed to waiters."""
+_UNMETERED_KEPT = 4096
+"""Send times kept of requests let through before any limit was known (``_unmetered_after``);
+bounded, since a server that never sends limits would otherwise grow the list forever."""
 LEARNT_TTL_S = 3600.0
 """How long a learnt limit is kept in Redis after it was last confirmed."""
 LEARNT_RECHECK_S = 60.0
@@ -74,6 +78,18 @@ def estimate_request_tokens(
     its own tokens/min limit before it knows the real output."""
     prompt = sum(len(message.content) for message in messages) // 4
     return prompt + (max_output_tokens or DEFAULT_OUTPUT_TOKENS_ESTIMATE)
+
+
+def _unmetered_after(sent: deque[float], sent_at: float | None) -> int:
+    """Requests let through unmetered that the server's remaining budget, reported with the
+    response to a request sent at ``sent_at``, may not count: the vendors count a request when
+    it is admitted, so those sent after it (all of them, if ``sent_at`` is unknown). Charging
+    them when a limit is first learnt keeps processes that start at once from overspending by
+    about their calls in flight (tests/benchmark/providers/test_ratelimit_processes.py); a
+    request sent after it but admitted before it is charged twice, on the safe side."""
+    if sent_at is None:
+        return len(sent)
+    return sum(1 for when in sent if when > sent_at)
 
 
 class Lease:
@@ -106,8 +122,11 @@ class RateLimiter(Protocol):
         """Wait until the call fits, take it, and return the seconds waited."""
         ...
 
-    def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
-        """Learn from a response's rate-limit headers (``refused``: it was a 429)."""
+    def observe(
+        self, limits: ObservedLimits, *, refused: bool = False, sent_at: float | None = None
+    ) -> None:
+        """Learn from a response's rate-limit headers (``refused``: it was a 429; ``sent_at``:
+        when its request left, ``time.monotonic``)."""
         ...
 
 
@@ -164,12 +183,17 @@ class LocalRateLimiter(_BlockingAcquire):
         self.learns_rpm, self.learns_tpm = learn and rpm is None, learn and tpm is None
         self._clock = clock
         self._lock = threading.Lock()
+        self._unmetered: deque[float] = deque(maxlen=_UNMETERED_KEPT)
+        """As ``RedisRateLimiter._unmetered``."""
         self._requests = float(rpm or 0)
         self._tokens = float(tpm or 0)
         self._updated = clock()
 
     def try_acquire(self, tokens: int = 0) -> float:
         with self._lock:
+            if (self.learns_rpm or self.learns_tpm) and not (self.rpm or self.tpm):
+                self._unmetered.append(time.monotonic())
+                return 0.0
             self._refill_locked()
             wait_s = 0.0
             if self.rpm and self._requests < 1:
@@ -186,7 +210,9 @@ class LocalRateLimiter(_BlockingAcquire):
                 self._tokens -= tokens
             return 0.0
 
-    def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
+    def observe(
+        self, limits: ObservedLimits, *, refused: bool = False, sent_at: float | None = None
+    ) -> None:
         with self._lock:
             self._refill_locked()
             changed = False
@@ -194,11 +220,16 @@ class LocalRateLimiter(_BlockingAcquire):
                 self.rpm, changed = limits.rpm, True
             if self.learns_tpm and limits.tpm and limits.tpm != self.tpm:
                 self.tpm, changed = limits.tpm, True
+            charge = 0
+            if changed and self._unmetered:
+                charge = _unmetered_after(self._unmetered, sent_at)
+                self._unmetered.clear()
             if not (changed or refused):
                 return
             if self.rpm:
                 known = limits.remaining_requests
                 self._requests = float(self.rpm if known is None else min(known, self.rpm))
+                self._requests -= charge
             if self.tpm:
                 known = limits.remaining_tokens
                 self._tokens = float(self.tpm if known is None else min(known, self.tpm))
@@ -319,7 +350,7 @@ return 0
 # seen), remaining requests, remaining tokens (-1: not seen), 1 to re-sync the buckets even if
 # no limit changed (after a 429), the learnt hash's expiry in ms, the configured rpm and tpm
 # (0: none; they bound the buckets in place of a learnt limit), and requests to charge: ones
-# this process sent before it knew any limit, still in flight (see ``RedisRateLimiter``).
+# this process sent before it knew any limit that the server's count may miss (``observe``).
 # A limit seen for the first time (or changed) is stored, and the buckets restart from what
 # the server said remains. Returns 1 if the buckets were written.
 _LEARN_SCRIPT = """
@@ -411,13 +442,12 @@ class RedisRateLimiter(_BlockingAcquire):
         """The learnt limits this process last stored or confirmed, and when."""
         self._seen_at = 0.0
         self._looked_up_at: float | None = None
-        self._unmetered = 0
-        """Requests let through while no limit was known, and responses observed meanwhile."""
-        self._observed = 0
+        self._unmetered: deque[float] = deque(maxlen=_UNMETERED_KEPT)
+        """When (``time.monotonic``) the requests let through while no limit was known left."""
 
     def try_acquire(self, tokens: int = 0) -> float:
         if self.rpm is None and self.tpm is None and not self._knows_learnt_limits():
-            self._unmetered += 1
+            self._unmetered.append(time.monotonic())
             return 0.0  # nothing configured, nothing learnt yet: no Redis round trip
         rpm = self.rpm or (-1 if self.learns_rpm else 0)
         tpm = self.tpm or (-1 if self.learns_tpm else 0)
@@ -441,22 +471,18 @@ class RedisRateLimiter(_BlockingAcquire):
             self._seen_at = now
         return self._seen is not None
 
-    def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
+    def observe(
+        self, limits: ObservedLimits, *, refused: bool = False, sent_at: float | None = None
+    ) -> None:
         rpm = limits.rpm if self.learns_rpm else None
         tpm = limits.tpm if self.learns_tpm else None
-        self._observed += 1
         if rpm is None and tpm is None and not refused:
             return
         seen = (rpm, tpm)
         now = self._clock()
         if not refused and seen == self._seen and now - self._seen_at < LEARNT_RECHECK_S:
             return  # the common case: nothing new, no round trip
-        # The first limit this process sees: the requests it sent unmetered and still has in
-        # flight (one observation per request) may have reached the server after the remaining
-        # budget it reported, so they are charged to the buckets now (some twice: on the safe
-        # side). Without it, two processes starting at once overspent by about their calls in
-        # flight (tests/benchmark/providers/test_ratelimit_processes.py).
-        charge = max(0, self._unmetered - self._observed) if self._seen is None else 0
+        charge = _unmetered_after(self._unmetered, sent_at) if self._seen is None else 0
         with _client_failures(self._redis):
             self._learn_script(
                 keys=[self.key, self.learnt_key],
@@ -474,7 +500,7 @@ class RedisRateLimiter(_BlockingAcquire):
             )
         if rpm is not None or tpm is not None:
             self._seen, self._seen_at = seen, now
-            self._unmetered = 0
+            self._unmetered.clear()
 
 
 class RedisConcurrencyLimiter:
@@ -586,13 +612,16 @@ class EndpointLimiter:
             ) from exc
         return Lease()
 
-    def observe(self, limits: ObservedLimits, *, refused: bool = False) -> None:
-        """Hand the rate limiter what a response's headers said (``refused``: a 429). Best
-        effort: the call itself is over, so a Redis outage here is logged, not raised."""
+    def observe(
+        self, limits: ObservedLimits, *, refused: bool = False, sent_at: float | None = None
+    ) -> None:
+        """Hand the rate limiter what a response's headers said (``refused``: a 429;
+        ``sent_at``: when its request left, ``time.monotonic``). Best effort: the call itself
+        is over, so a Redis outage here is logged, not raised."""
         if self.rate is None or (limits.empty and not refused):
             return
         try:
-            self.rate.observe(limits, refused=refused)
+            self.rate.observe(limits, refused=refused, sent_at=sent_at)
         except redis.RedisError as exc:
             logger.warning("could not store the limits learnt for %s: %s", self.rate, exc)
 

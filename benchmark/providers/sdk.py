@@ -92,12 +92,13 @@ class SDKProvider(ABC):
         client = self._client
 
         def send() -> Any:
+            sent_at = time.monotonic()
             try:
                 raw = self._send(client, kwargs, timeout_s)
             except Exception as exc:
-                self._observe_failure(exc)
+                self._observe_failure(exc, sent_at)
                 raise
-            self._limiter.observe(self._rate_limits(raw.headers))
+            self._limiter.observe(self._rate_limits(raw.headers), sent_at=sent_at)
             return raw.parse()
 
         return timed_call_with_retries(
@@ -120,12 +121,13 @@ class SDKProvider(ABC):
         client = self._aclient
 
         async def send() -> Any:
+            sent_at = time.monotonic()
             try:
                 raw = await self._send(client, kwargs, timeout_s)
             except Exception as exc:
-                self._observe_failure(exc)
+                self._observe_failure(exc, sent_at)
                 raise
-            self._limiter.observe(self._rate_limits(raw.headers))
+            self._limiter.observe(self._rate_limits(raw.headers), sent_at=sent_at)
             parsed = raw.parse()
             # Anthropic's async raw response parses asynchronously, OpenAI's legacy one not.
             return await parsed if inspect.isawaitable(parsed) else parsed
@@ -156,13 +158,15 @@ class SDKProvider(ABC):
         )
         return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
 
-    def _observe_failure(self, exc: Exception) -> None:
+    def _observe_failure(self, exc: Exception, sent_at: float) -> None:
         """A vendor's error response (the SDKs' ``APIStatusError``) carries the rate-limit
         headers too; a 429 also tells the limiter its buckets were out of step."""
         response = getattr(exc, "response", None)
         status = getattr(exc, "status_code", None)
         if response is not None and isinstance(status, int):
-            self._limiter.observe(self._rate_limits(response.headers), refused=status == 429)
+            self._limiter.observe(
+                self._rate_limits(response.headers), refused=status == 429, sent_at=sent_at
+            )
 
     def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
         """The vendor's rate-limit headers read (ratelimit_headers.py); none by default."""

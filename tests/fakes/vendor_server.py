@@ -18,7 +18,8 @@ when absent), which is how OpenAI counts a request before it knows the output; a
 more tokens than a minute's budget is counted as a full minute. Over a limit it is answered at
 once with 429 and ``retry-after`` (whole seconds until it would fit) and takes nothing from
 the buckets (the real vendors may also count refused requests; the fake does not). Every
-response for a limited model carries the vendor's headers: OpenAI ``x-ratelimit-limit-*``,
+response for a limited model carries the vendor's headers, as they stood when the request was
+admitted (a vendor counts it at its gateway): OpenAI ``x-ratelimit-limit-*``,
 ``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (time until full, as "6m0s"), for
 ``requests`` and ``tokens``; Anthropic ``anthropic-ratelimit-{requests,tokens}-limit``,
 ``-remaining`` and ``-reset`` (RFC 3339). Anthropic's separate input/output token limits are
@@ -632,10 +633,12 @@ class FakeVendorServer:
         self, request: web.Request, api: Api, entry: LoggedRequest, body: Any
     ) -> web.StreamResponse:
         bucket, wait_s = self._admit(api, body)
+        # The rate-limit headers as the request was admitted: a vendor counts it at its gateway.
+        limit_headers = bucket.headers(api) if bucket is not None else {}
         if bucket is not None and wait_s > 0:
             # Refused at once, as the vendors do, before any model time is spent.
             entry.fault = "rate_limit"
-            headers = bucket.headers(api)
+            headers = dict(limit_headers)
             headers["retry-after"] = str(max(1, math.ceil(wait_s)))
             headers["x-request-id" if api == "openai" else "request-id"] = f"req_{entry.seq}"
             message = "Rate limit reached for requests. Please try again later."
@@ -649,11 +652,7 @@ class FakeVendorServer:
         assert self._gate is not None
         await self._gate.wait()
 
-        # Remaining as it stands when the response leaves, like a vendor's.
-        headers: dict[str, str] = {}
-        if bucket is not None:
-            bucket.refill(time.monotonic())
-            headers.update(bucket.headers(api))
+        headers: dict[str, str] = dict(limit_headers)
         if fault is not None and fault.kind == "disconnect":
             if request.transport is not None:
                 request.transport.close()

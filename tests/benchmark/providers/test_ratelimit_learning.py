@@ -3,6 +3,7 @@ obeys them, configured limits winning, a 429 re-syncing the buckets; and the pro
 their responses' headers to the limiter, for both wire formats."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -47,23 +48,35 @@ def test_a_learnt_limit_is_shared_and_starts_from_what_the_server_said_remains(
     assert worker_b.try_acquire(100) == pytest.approx(2.0, abs=0.05)  # 3 requests spent, 30/min
 
 
-def test_requests_sent_before_any_limit_was_known_and_still_in_flight_are_charged(
-    redis_client, prefix
-):
+def test_requests_sent_unmetered_after_the_observed_one_are_charged(redis_client, prefix):
     limiter = RedisRateLimiter(redis_client, key_prefix=prefix, learn=True)
-    assert _grants(limiter, 5) == 5  # unmetered: no limit known yet
-    # The first response (one of the five) says 10 remain; the four others are in flight.
-    limiter.observe(ObservedLimits(rpm=60, remaining_requests=10))
+    assert _grants(limiter, 1) == 1  # unmetered: no limit known yet
+    first_sent = time.monotonic()
+    time.sleep(0.01)
+    assert _grants(limiter, 4) == 4  # sent after the first: the server may not count them
+    # The first one's response: 10 remained when the server admitted it.
+    limiter.observe(ObservedLimits(rpm=60, remaining_requests=10), sent_at=first_sent)
     assert _grants(limiter, 7) == 6
-    # Another process had sent 2 unmetered requests; it learns an already stored limit.
+    # Another process had sent 2 unmetered requests; it learns an already stored limit from
+    # the response to its first, and is charged for its second.
     other = RedisRateLimiter(redis_test_client(), key_prefix=prefix, learn=True)
-    other._looked_up_at = other._clock()  # it looked before the limit was stored
-    assert _grants(other, 2) == 2
+    other._looked_up_at = time.monotonic()  # it looked before the limit was stored
+    assert _grants(other, 1) == 1
+    other_first_sent = time.monotonic()
+    time.sleep(0.01)
+    assert _grants(other, 1) == 1
     seconds, microseconds = redis_client.time()
     now_ms = seconds * 1000 + microseconds // 1000
     redis_client.hset(limiter.key, mapping={"req": "5", "ts": str(now_ms)})
-    other.observe(ObservedLimits(rpm=60, remaining_requests=30))
-    assert _grants(other, 5) == 4  # 5 - 1 still in flight; the limit did not change
+    other.observe(ObservedLimits(rpm=60, remaining_requests=30), sent_at=other_first_sent)
+    assert _grants(other, 5) == 4  # 5 - 1; the limit did not change, so no reset to 30
+
+
+def test_in_process_learning_charges_the_unmetered_requests_too():
+    limiter = LocalRateLimiter(rpm=None, tpm=None, learn=True, clock=FakeClock())
+    assert _grants(limiter, 3) == 3
+    limiter.observe(ObservedLimits(rpm=60, remaining_requests=10), sent_at=None)  # all 3
+    assert _grants(limiter, 10) == 7
 
 
 def test_an_unchanged_limit_does_not_reset_the_buckets(redis_client, prefix):
@@ -98,7 +111,8 @@ def test_in_process_learning():
     clock = FakeClock()
     limiter = LocalRateLimiter(rpm=None, tpm=None, learn=True, clock=clock)
     assert _grants(limiter, 100) == 100
-    limiter.observe(ObservedLimits(rpm=60, remaining_requests=1))
+    # The response to the last of them: none was sent after it, nothing to charge.
+    limiter.observe(ObservedLimits(rpm=60, remaining_requests=1), sent_at=time.monotonic())
     assert _grants(limiter, 2) == 1
     limiter.observe(ObservedLimits(rpm=60, remaining_requests=60))  # unchanged: kept
     assert limiter.try_acquire() == pytest.approx(1.0)
