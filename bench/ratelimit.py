@@ -108,7 +108,7 @@ def main() -> None:
     parser.add_argument(
         "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_ratelimit"
     )
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
     args = parser.parse_args()
     configs = [(vendor, mode) for vendor in VENDORS for mode in MODES]
     if args.only:

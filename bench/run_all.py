@@ -9,6 +9,7 @@ BENCHMARKS = [
     "corpus_import.py",
     "oversized_input.py",
     "pipeline.py",
+    "ratelimit.py",
     "stats.py",
     "arena.py",
     "judge_ranking.py",
