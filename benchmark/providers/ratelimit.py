@@ -226,13 +226,22 @@ class LocalRateLimiter(_BlockingAcquire):
                 self._unmetered.clear()
             if not (changed or refused):
                 return
-            if self.rpm:
-                known = limits.remaining_requests
-                self._requests = float(self.rpm if known is None else min(known, self.rpm))
-                self._requests -= charge
-            if self.tpm:
-                known = limits.remaining_tokens
-                self._tokens = float(self.tpm if known is None else min(known, self.tpm))
+            requests, tokens = limits.remaining_requests, limits.remaining_tokens
+            if changed:
+                # A new limit: start from what the server said remains (full if it did not).
+                if self.rpm:
+                    self._requests = float(
+                        self.rpm if requests is None else min(requests, self.rpm)
+                    )
+                    self._requests -= charge
+                if self.tpm:
+                    self._tokens = float(self.tpm if tokens is None else min(tokens, self.tpm))
+            else:
+                # A 429: never more than the server said remains.
+                if requests is not None:
+                    self._requests = min(self._requests, float(requests))
+                if tokens is not None:
+                    self._tokens = min(self._tokens, float(tokens))
 
     def _refill_locked(self) -> None:
         now = self._clock()
@@ -374,18 +383,21 @@ if not (changed or resync or charge > 0) then return 0 end
 local cap_rpm, cap_tpm = tonumber(ARGV[7]), tonumber(ARGV[8])
 if cap_rpm > 0 then rpm = cap_rpm elseif rpm <= 0 then rpm = tonumber(old[1]) or 0 end
 if cap_tpm > 0 then tpm = cap_tpm elseif tpm <= 0 then tpm = tonumber(old[2]) or 0 end
-local req, tok
-if changed or resync then
+-- the buckets as they stand now (the rate script's refill)
+local state = redis.call('HMGET', KEYS[1], 'req', 'tok', 'ts')
+local elapsed = math.max(0, now - (tonumber(state[3]) or now))
+local req = math.min(rpm, (tonumber(state[1]) or rpm) + elapsed * rpm / 60000)
+local tok = math.min(tpm, (tonumber(state[2]) or tpm) + elapsed * tpm / 60000)
+if changed then
+  -- a new limit: start from what the server said remains (a full bucket if it did not say)
   req = rpm
   if rem_req >= 0 then req = math.min(rem_req, rpm) end
   tok = tpm
   if rem_tok >= 0 then tok = math.min(rem_tok, tpm) end
-else
-  -- the buckets as they stand now (the rate script's refill)
-  local state = redis.call('HMGET', KEYS[1], 'req', 'tok', 'ts')
-  local elapsed = math.max(0, now - (tonumber(state[3]) or now))
-  req = math.min(rpm, (tonumber(state[1]) or rpm) + elapsed * rpm / 60000)
-  tok = math.min(tpm, (tonumber(state[2]) or tpm) + elapsed * tpm / 60000)
+elseif resync then
+  -- a 429: never more than the server said remains (nothing changes if it did not say)
+  if rem_req >= 0 then req = math.min(rem_req, req) end
+  if rem_tok >= 0 then tok = math.min(rem_tok, tok) end
 end
 if rpm > 0 then req = req - charge end
 redis.call('HSET', KEYS[1], 'req', tostring(req), 'tok', tostring(tok), 'ts', now)

@@ -100,6 +100,17 @@ def test_a_429_resyncs_the_buckets_even_with_configured_limits(redis_client, pre
     assert limiter.try_acquire() == pytest.approx(0.1, abs=0.01)  # 600/min: 0.1 s a request
 
 
+def test_a_429_without_headers_does_not_refill_the_buckets(redis_client, prefix):
+    limiter = RedisRateLimiter(redis_client, key_prefix=prefix, rpm=60, learn=True)
+    assert _grants(limiter, 60) == 60
+    limiter.observe(ObservedLimits(), refused=True)  # e.g. a proxy's 429
+    assert limiter.try_acquire() > 0
+    local = LocalRateLimiter(rpm=60, tpm=None, learn=True, clock=FakeClock())
+    assert _grants(local, 60) == 60
+    local.observe(ObservedLimits(), refused=True)
+    assert local.try_acquire() > 0
+
+
 def test_the_unconfigured_limit_is_learnt_beside_a_configured_one(redis_client, prefix):
     limiter = RedisRateLimiter(redis_client, key_prefix=prefix, rpm=1000, learn=True)
     limiter.observe(ObservedLimits(rpm=1, tpm=100, remaining_tokens=100))
