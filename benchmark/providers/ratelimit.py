@@ -48,7 +48,8 @@ from typing import Protocol, Self
 import redis
 from django.conf import settings
 
-from benchmark.providers.base import ChatMessage, ProviderError
+from benchmark.providers.base import ChatMessage, ImagePart, ProviderError
+from benchmark.providers.images import openai_image_tokens
 from benchmark.providers.ratelimit_headers import ObservedLimits
 
 logger = logging.getLogger(__name__)
@@ -71,12 +72,22 @@ LEARNT_RECHECK_S = 60.0
 
 
 def estimate_request_tokens(
-    messages: Iterable[ChatMessage], *, max_output_tokens: int | None
+    messages: Iterable[ChatMessage],
+    *,
+    max_output_tokens: int | None,
+    image_tokens: Callable[[ImagePart], int] | None = None,
 ) -> int:
     """Tokens a call may use, for the tokens/min bucket: prompt characters / 4 (OpenAI's rule of
-    thumb for English) plus the output budget, which is also how OpenAI counts a request against
-    its own tokens/min limit before it knows the real output."""
+    thumb for English), plus each image's tokens by the vendor's formula (``image_tokens``, from
+    ``benchmark.providers.images``; OpenAI's when not given), plus the output budget, which is
+    also how OpenAI counts a request against its own tokens/min limit before it knows the real
+    output."""
+    messages = tuple(messages)
     prompt = sum(len(message.content) for message in messages) // 4
+    images = [image for message in messages for image in message.images]
+    if images:
+        count = image_tokens or openai_image_tokens
+        prompt += sum(count(image) for image in images)
     return prompt + (max_output_tokens or DEFAULT_OUTPUT_TOKENS_ESTIMATE)
 
 

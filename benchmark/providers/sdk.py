@@ -20,7 +20,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Self
 
-from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
+from benchmark.providers.base import ChatMessage, ChatRequest, ChatResult, ImagePart, ProviderError
+from benchmark.providers.images import request_images
 from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
 from benchmark.providers.ratelimit_headers import ObservedLimits
 from benchmark.providers.registry import Connection
@@ -101,16 +102,20 @@ class SDKProvider(ABC):
             self._limiter.observe(self._rate_limits(raw.headers), sent_at=sent_at)
             return raw.parse()
 
-        return timed_call_with_retries(
-            send,
-            self._checked_result,
-            limiter=self._limiter,
-            estimated_tokens=estimated_tokens,
-            sleep=self._sleep,
-            max_attempts=self.max_attempts,
-            vendor=self.vendor,
-            secrets=self._secrets,
-        )
+        try:
+            return timed_call_with_retries(
+                send,
+                self._checked_result,
+                limiter=self._limiter,
+                estimated_tokens=estimated_tokens,
+                sleep=self._sleep,
+                max_attempts=self.max_attempts,
+                vendor=self.vendor,
+                secrets=self._secrets,
+            )
+        except ProviderError as error:
+            self._raise_if_images_refused(error, request)
+            raise
 
     async def acomplete(self, request: ChatRequest) -> ChatResult:
         """``complete`` on an event loop (the SDK's async client). Call it from one event loop
@@ -132,16 +137,20 @@ class SDKProvider(ABC):
             # Anthropic's async raw response parses asynchronously, OpenAI's legacy one not.
             return await parsed if inspect.isawaitable(parsed) else parsed
 
-        return await atimed_call_with_retries(
-            send,
-            self._checked_result,
-            limiter=self._limiter,
-            estimated_tokens=estimated_tokens,
-            sleep=self._asleep,
-            max_attempts=self.max_attempts,
-            vendor=self.vendor,
-            secrets=self._secrets,
-        )
+        try:
+            return await atimed_call_with_retries(
+                send,
+                self._checked_result,
+                limiter=self._limiter,
+                estimated_tokens=estimated_tokens,
+                sleep=self._asleep,
+                max_attempts=self.max_attempts,
+                vendor=self.vendor,
+                secrets=self._secrets,
+            )
+        except ProviderError as error:
+            self._raise_if_images_refused(error, request)
+            raise
 
     async def aclose(self) -> None:
         """Close the async client's connections (call it on the loop that used them)."""
@@ -154,7 +163,9 @@ class SDKProvider(ABC):
         reject_reserved(params, self.reserved_params)
         kwargs = self._create_kwargs(request, params)
         estimated_tokens = estimate_request_tokens(
-            request.messages, max_output_tokens=self._max_output_tokens(params)
+            request.messages,
+            max_output_tokens=self._max_output_tokens(params),
+            image_tokens=self._image_tokens,
         )
         return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
 
@@ -171,6 +182,21 @@ class SDKProvider(ABC):
     def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
         """The vendor's rate-limit headers read (ratelimit_headers.py); none by default."""
         return ObservedLimits()
+
+    def _raise_if_images_refused(self, error: ProviderError, request: ChatRequest) -> None:
+        """A 400 to a request that carried images says so: the vendor's message names a field
+        path at best, and the usual cause (a model that takes no images, or a file it cannot
+        read) is not retryable. Anything else is left to propagate unchanged."""
+        count = len(request_images(request.messages))
+        if error.status != 400 or not count:
+            return
+        raise ProviderError(
+            f"{error} — the request carried {count} image(s): the model may not accept images, "
+            "or one of them is not an image it can read",
+            status=400,
+            retryable=False,
+            attempts=error.attempts,
+        ) from error
 
     def _max_output_tokens(self, params: dict[str, Any]) -> int | None:
         """The output budget the limiter counts a call for (None: its default estimate)."""
@@ -192,6 +218,21 @@ class SDKProvider(ABC):
         return ProviderError(
             f"{self.vendor} returned an empty reply ({reason})", status=200, retryable=False
         )
+
+    def _user_images(self, message: ChatMessage) -> tuple[ImagePart, ...]:
+        """A message's images; only a user turn may carry any (the vendors take none from the
+        assistant, and Anthropic's ``system`` is text only)."""
+        if message.images and message.role != "user":
+            raise ProviderError(
+                f"{self.vendor}: only user messages may carry images, not {message.role} ones",
+                retryable=False,
+            )
+        return message.images
+
+    @abstractmethod
+    def _image_tokens(self, image: ImagePart) -> int:
+        """The vendor's prompt tokens for one image (``benchmark.providers.images``), for the
+        limiter's estimate; the vendor's own count comes back in the usage."""
 
     @abstractmethod
     def _make_client(self, options: dict[str, Any]) -> Any:

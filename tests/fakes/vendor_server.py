@@ -9,21 +9,26 @@ Two routes, one per wire format:
   like this); request id in the ``x-request-id`` header.
 - ``POST /v1/messages`` — Anthropic Messages; request id in the ``request-id`` header.
 
+A message's content may be a string or a list of parts (text and images, in each vendor's
+shape); the parts are checked as the vendors check them and refused with the vendor's own 400
+(``vendor_images.py``), and images are billed inside the prompt tokens of the usage.
+
 Rate limits (``RateLimits``, per model as the vendors count them): requests and tokens per
 minute, each a token bucket that holds one minute's budget and refills continuously (Anthropic
 documents exactly this; OpenAI's limits behave alike over a minute). A request is counted when
 it arrives: 1 request, and tokens = prompt characters / 4 (every message's text, plus
-Anthropic's ``system``) + the output budget (``max_tokens`` / ``max_completion_tokens``, 1024
-when absent), which is how OpenAI counts a request before it knows the output; a request for
-more tokens than a minute's budget is counted as a full minute. Over a limit it is answered at
-once with 429 and ``retry-after`` (whole seconds until it would fit) and takes nothing from
-the buckets (the real vendors may also count refused requests; the fake does not). Every
-response for a limited model carries the vendor's headers, as they stood when the request was
-admitted (a vendor counts it at its gateway): OpenAI ``x-ratelimit-limit-*``,
-``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (time until full, as "6m0s"), for
-``requests`` and ``tokens``; Anthropic ``anthropic-ratelimit-{requests,tokens}-limit``,
-``-remaining`` and ``-reset`` (RFC 3339). Anthropic's separate input/output token limits are
-not modelled: its ``tokens`` headers (the most restrictive limit) describe the one bucket.
+Anthropic's ``system``) + its images as the fake bills them + the output budget (``max_tokens``
+/ ``max_completion_tokens``, 1024 when absent), which is how OpenAI counts a request before it
+knows the output; a request for more tokens than a minute's budget is counted as a full minute.
+Over a limit it is answered at once with 429 and ``retry-after`` (whole seconds until it would
+fit) and takes nothing from the buckets (the real vendors may also count refused requests; the
+fake does not). Every response for a limited model carries the vendor's headers, as they stood
+when the request was admitted (a vendor counts it at its gateway): OpenAI
+``x-ratelimit-limit-*``, ``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (time until
+full, as "6m0s"), for ``requests`` and ``tokens``; Anthropic
+``anthropic-ratelimit-{requests,tokens}-limit``, ``-remaining`` and ``-reset`` (RFC 3339).
+Anthropic's separate input/output token limits are not modelled: its ``tokens`` headers (the
+most restrictive limit) describe the one bucket.
 The server also records the most requests it ever held at once (``max_in_flight``).
 
 Behaviour is scriptable: a reply function (request JSON → text), a FIFO of ``Fault``s applied to
@@ -72,6 +77,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Self
 
 from aiohttp import web
+
+from tests.fakes import vendor_images
 
 Api = Literal["openai", "anthropic"]
 Outcome = Literal["pending", "completed", "aborted", "dropped"]
@@ -127,7 +134,7 @@ def bench_reply(body: dict[str, Any]) -> str:
 class Fault:
     """One scripted misbehaviour, applied to one request. Build with the class methods."""
 
-    kind: Literal["status", "slow", "malformed", "disconnect"]
+    kind: Literal["status", "slow", "malformed", "disconnect", "unsupported_image"]
     status: int = 200
     message: str = ""
     retry_after: str | None = None
@@ -163,6 +170,14 @@ class Fault:
         """Like the real APIs, the message quotes the key the client presented — which is why
         providers must scrub keys from error messages."""
         return cls("status", status=401, message="Incorrect API key provided: {api_key}.")
+
+    @classmethod
+    def unsupported_image(cls) -> Fault:
+        """HTTP 400 with the vendor's own error for an image the model cannot take (OpenAI: an
+        image sent to a text-only model; Anthropic: an image it could not process), whatever
+        the request carried. ``FakeVendorServer.text_only_models`` does the same for chosen
+        models on requests that do carry an image."""
+        return cls("unsupported_image", status=400)
 
     @classmethod
     def slow(cls, delay_s: float) -> Fault:
@@ -303,7 +318,7 @@ def counted_tokens(api: Api, body: Any) -> int:
     budget = body.get("max_completion_tokens") or body.get("max_tokens")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         budget = DEFAULT_OUTPUT_TOKENS
-    return characters // 4 + budget
+    return characters // 4 + _image_tokens(body) + budget
 
 
 def _characters(value: Any) -> int:
@@ -360,6 +375,12 @@ def _words(value: Any) -> int:
     return 0
 
 
+def _image_tokens(body: dict[str, Any]) -> int:
+    """What the fake bills for the request's images: like the vendors, inside the prompt's
+    input tokens."""
+    return vendor_images.FAKE_IMAGE_TOKENS * vendor_images.image_count(body)
+
+
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -398,6 +419,8 @@ class FakeVendorServer:
         """The most requests held at once (arrived, response not yet written)."""
         self.latency_s = latency_s
         self.fault_rates = fault_rates or FaultRates()
+        self.text_only_models: set[str] = set()
+        """Models that refuse any image with their vendor's error (vendor_images.py)."""
         self._rng = random.Random(self.fault_rates.seed)
         self._host, self._requested_port = host, port
         self.port = 0
@@ -668,8 +691,20 @@ class FakeVendorServer:
                 headers["retry-after"] = fault.retry_after
             if fault.retry_after_ms is not None:
                 headers["retry-after-ms"] = fault.retry_after_ms
+        elif fault is not None and fault.kind == "unsupported_image":
+            status = 400
+            payload = (
+                _error_body(api, 400, vendor_images.OPENAI_TEXT_ONLY_MODEL)
+                if api == "openai"
+                else _error_body(api, 400, vendor_images.ANTHROPIC_COULD_NOT_PROCESS)
+            )
         elif not isinstance(body, dict):
             status, payload = 400, _error_body(api, 400, "We could not parse the JSON body.")
+        elif problem := vendor_images.content_problem(
+            api, body, text_only=body.get("model") in self.text_only_models
+        ):
+            status = 400
+            payload = _error_body(api, 400, problem.message, param=problem.param, code=problem.code)
         else:
             reply = self.reply(body)
             if isinstance(reply, str):
@@ -755,21 +790,30 @@ def _presented_key(request: web.Request) -> str:
     return request.headers.get("x-api-key") or bearer.removeprefix("Bearer ").strip()
 
 
-def _error_body(api: Api, status: int, message: str) -> bytes:
+def _error_body(
+    api: Api, status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> bytes:
     if api == "anthropic":
         error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return json.dumps(
             {"type": "error", "error": {"type": error_type, "message": message}}
         ).encode()
-    error_type, code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
+    error_type, default_code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
     return json.dumps(
-        {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+        {
+            "error": {
+                "message": message,
+                "type": error_type,
+                "param": param,
+                "code": code or default_code,
+            }
+        }
     ).encode()
 
 
 def _openai_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
     text = reply.joined_text()
-    prompt_tokens = _words(body.get("messages"))
+    prompt_tokens = _words(body.get("messages")) + _image_tokens(body)
     completion_tokens = _words(text or "") + reply.reasoning_tokens
     return json.dumps(
         {
@@ -789,6 +833,7 @@ def _openai_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
                 "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
             },
         }
@@ -811,7 +856,9 @@ def _anthropic_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
             "stop_reason": _ANTHROPIC_STOP_REASONS.get(reply.finish_reason, "end_turn"),
             "stop_sequence": None,
             "usage": {
-                "input_tokens": _words(body.get("messages")) + _words(body.get("system") or ""),
+                "input_tokens": _words(body.get("messages"))
+                + _words(body.get("system") or "")
+                + _image_tokens(body),
                 "output_tokens": _words(list(parts)) + reply.reasoning_tokens,
             },
         }
