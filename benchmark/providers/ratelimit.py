@@ -17,10 +17,11 @@ on every machine; without it (the embedded mode: one process) in-process equival
   seen limit is stored beside the buckets (``{prefix}:learnt``, so every worker obeys it) and
   the buckets restart from what the server said remains; after that the client's buckets run
   on their own (re-syncing on every response would throw away the fractions of a request they
-  have refilled, and lag the server by a round trip). A 429 re-syncs them to the server's
+  have refilled, and lag the server by a round trip). A 429 re-syncs them down to the server's
   remaining budget, since it proves they were out of step (another client on the same key).
-  Until a process has seen a limit it sends unthrottled, and an endpoint whose server sends no
-  such headers (most OpenAI-compatible servers) never costs a Redis round trip for its rate.
+  Until a process has seen a limit it sends unthrottled (and charges those calls when it learns
+  one: ``_unmetered_after``), and an endpoint whose server sends no such headers (most
+  OpenAI-compatible servers) never costs a Redis round trip for its rate.
 - Waiting: in a process, the coroutines (or threads) waiting on one endpoint's rate queue on a
   lock, so only the head of the queue polls the buckets; otherwise every waiter would wake
   and ask Redis each time one request's budget refills (hundreds of calls per grant).
