@@ -24,6 +24,9 @@ from annotation.forms import (
 from annotation.models import (
     Answer,
     Assignment,
+    ConsentRecord,
+    Participant,
+    QualificationOverride,
     Rater,
     RaterExclusion,
     Study,
@@ -507,3 +510,28 @@ class AnswerAdmin(ReadOnlyAdmin):
 class RaterExclusionAdmin(ReadOnlyAdmin):
     list_display = ("rater", "excluded", "reason", "by", "at")
     list_select_related = ("rater__user", "by")
+
+
+# Onboarding and participation records (docs/annotation.md): written by their services only.
+
+
+@admin.register(ConsentRecord)
+class ConsentRecordAdmin(ReadOnlyAdmin):
+    list_display = ("rater", "text_sha256", "at")
+    list_select_related = ("rater__user", "rater__study")
+    list_filter = ("rater__study",)
+
+
+@admin.register(QualificationOverride)
+class QualificationOverrideAdmin(ReadOnlyAdmin):
+    list_display = ("rater", "qualified", "reason", "by", "at")
+    list_select_related = ("rater__user", "by")
+    list_filter = ("rater__study",)
+
+
+@admin.register(Participant)
+class ParticipantAdmin(ReadOnlyAdmin):
+    list_display = ("external_id", "study", "platform_study_id", "session_id", "created_at")
+    list_select_related = ("study",)
+    list_filter = ("study",)
+    search_fields = ("external_id",)

@@ -74,6 +74,48 @@ class Study(models.Model):
         "judge's verdict on that reply. Off by default: it can anchor their next ratings; "
         "once shown, the answer it follows is final (no undo).",
     )
+    # Onboarding (docs/annotation.md, "Onboarding and qualification").
+    consent_required = models.BooleanField(
+        default=False,
+        help_text="The instructions are a consent screen: each annotator accepts them (recorded, "
+        "with the text's hash) before their first item, and again if the text changes.",
+    )
+    qualification_percent = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Minimum share (%) of practice items answered as expected; below it an "
+        "annotator gets no real items until staff override. Empty: no threshold.",
+    )
+    practice_items = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="How many of its items are practice items (kept by study_onboarding_set), so "
+        "that a study without onboarding costs Next no query for it.",
+    )
+    # Crowd-platform participation (docs/annotation.md, "Running a study on Prolific").
+    participation_enabled = models.BooleanField(
+        default=False,
+        help_text="The participation link creates a participant account scoped to this study.",
+    )
+    participation_token = models.CharField(
+        max_length=32,
+        unique=True,
+        default=new_token,
+        editable=False,
+        help_text="The opaque part of the participation link.",
+    )
+    completion_code = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Shown to a participant who has finished (letters, digits, - and _).",
+    )
+    completion_url = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="Where a participant who has finished is sent, e.g. "
+        "https://app.prolific.com/submissions/complete?cc=CODE (https only).",
+    )
     run = models.ForeignKey(
         "benchmark.EvaluationRun",
         null=True,
@@ -96,6 +138,11 @@ class Study(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(overlap__gte=1), name="study_overlap_positive"),
             models.CheckConstraint(condition=Q(lease_minutes__gte=1), name="study_lease_positive"),
+            models.CheckConstraint(
+                condition=Q(qualification_percent__isnull=True)
+                | Q(qualification_percent__gte=1, qualification_percent__lte=100),
+                name="study_qualification_percent_1_100",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -122,6 +169,10 @@ class Rater(models.Model):
     )
     excluded = models.BooleanField(
         default=False, help_text="Left out of the statistics (see the exclusion log)."
+    )
+    qualification_override = models.BooleanField(
+        default=False,
+        help_text="Staff let them past the qualification threshold (see the override record).",
     )
 
     class Meta:
@@ -159,6 +210,70 @@ class RaterExclusion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rater} {'excluded' if self.excluded else 'included'} at {self.at:%Y-%m-%d}"
+
+
+class QualificationOverride(models.Model):
+    """The record of every staff override of the qualification threshold and its undoing (the
+    latest row is the current state, mirrored in ``Rater.qualification_override``)."""
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="overrides")
+    qualified = models.BooleanField(help_text="True: let past the threshold; False: undone.")
+    reason = models.TextField(blank=True)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        what = "qualified" if self.qualified else "override undone"
+        return f"{self.rater} {what} at {self.at:%Y-%m-%d}"
+
+
+class ConsentRecord(models.Model):
+    """An annotator's acceptance of a study's instructions / consent text: who, when, and the
+    SHA-256 of the exact text accepted (a changed text needs a new acceptance)."""
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="consents")
+    text_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the text accepted.")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["rater", "text_sha256"], name="consent_once_per_text")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rater} accepted {self.text_sha256[:12]} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class Participant(models.Model):
+    """A crowd-platform participant: an account made by the study's participation link, for
+    that study only (its one ``Rater``). ``external_id`` is the platform's participant id
+    (Prolific's ``PROLIFIC_PID``, or the generic ``participant``); the same id on the same
+    study's link is the same account, on another study's link another account."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="participant"
+    )
+    external_id = models.CharField(max_length=64)
+    platform_study_id = models.CharField(max_length=64, blank=True, help_text="STUDY_ID.")
+    session_id = models.CharField(max_length=64, blank=True, help_text="The last SESSION_ID.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["study_id", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "external_id"], name="participant_once_per_study"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id}/{self.external_id}"
 
 
 class StudyArchiveEvent(models.Model):
@@ -232,6 +347,14 @@ class StudyItem(models.Model):
     expected = models.CharField(
         max_length=32, blank=True, help_text="Gold items: the expected label."
     )
+    is_practice = models.BooleanField(
+        default=False,
+        help_text="A gold item given first, with feedback after the answer; never counted in "
+        "the statistics (its answers decide qualification).",
+    )
+    explanation = models.TextField(
+        blank=True, help_text="Practice items: why the expected answer is right (Markdown)."
+    )
     required_answers = models.PositiveSmallIntegerField()
     completed_answers = models.PositiveSmallIntegerField(default=0)
     needs_adjudication = models.BooleanField(
@@ -249,6 +372,9 @@ class StudyItem(models.Model):
             models.UniqueConstraint(fields=["study", "key"], name="item_key_once_per_study"),
             models.CheckConstraint(
                 condition=Q(is_gold=False) | ~Q(expected=""), name="gold_has_expected"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_practice=False) | Q(is_gold=True), name="practice_is_gold"
             ),
         ]
         indexes = [
@@ -322,6 +448,13 @@ class RetractionReason(models.TextChoices):
     SUPERSEDED = "superseded", "Replaced by a later answer (imported)"
 
 
+class AnswerQuerySet(models.QuerySet):
+    def counted(self) -> "AnswerQuerySet":
+        """The answers the statistics read: live, and not on a practice item (practice is
+        training and qualification, never data)."""
+        return self.filter(retracted_at__isnull=True, assignment__item__is_practice=False)
+
+
 class Answer(models.Model):
     """One submitted answer. ``label`` is normalised per kind (``StudyKind.labels``)."""
 
@@ -358,6 +491,8 @@ class Answer(models.Model):
         help_text="When the judge's verdict on this item was shown to the rater, after this "
         "answer (a study with reveal_judge_verdict); from then on the answer cannot be undone.",
     )
+
+    objects = AnswerQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]

@@ -308,9 +308,9 @@ def study_overview(*, study: Study) -> dict:
     )
     votes = [
         Vote(item=item, rater=rater, label=label, seconds=seconds, position=str(choice or ""))
-        for item, rater, label, seconds, choice in Answer.objects.filter(
-            assignment__item__study=study, retracted_at__isnull=True
-        ).values_list(
+        for item, rater, label, seconds, choice in Answer.objects.counted()
+        .filter(assignment__item__study=study)
+        .values_list(
             "assignment__item_id",
             "assignment__rater_id",
             "label",
@@ -401,7 +401,7 @@ def _battle_answers(*, study: Study, include_excluded: bool) -> tuple[StudyKind,
         raise ValueError(
             f"study {study.pk} is a {kind.label.lower()} study: its answers are no battles"
         )
-    answers = Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
+    answers = Answer.objects.counted().filter(assignment__item__study=study)
     if not include_excluded:
         answers = answers.filter(assignment__rater__excluded=False)
     return kind, answers

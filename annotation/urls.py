@@ -14,6 +14,8 @@ urlpatterns = [
     path("<int:study_id>/undo", views.undo, name="undo"),
     path("<int:study_id>/items/<slug:token>/", views.item_detail, name="item"),
     path("<int:study_id>/items/<slug:token>/answer", views.answer, name="answer"),
+    path("<int:study_id>/consent", views.consent, name="consent"),
+    path("<int:study_id>/complete", views.complete, name="complete"),
     # Staff (admin or researcher).
     path("studies/", views.study_list, name="study_list"),
     path("studies/new", views.study_new, name="study_new"),
@@ -22,5 +24,11 @@ urlpatterns = [
         "studies/<int:study_id>/raters/<int:rater_id>/exclusion",
         views.rater_exclusion,
         name="rater_exclusion",
+    ),
+    path("studies/<int:study_id>/onboarding", views.study_onboarding, name="study_onboarding"),
+    path(
+        "studies/<int:study_id>/raters/<int:rater_id>/qualification",
+        views.qualification_override,
+        name="qualification_override",
     ),
 ]

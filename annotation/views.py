@@ -7,31 +7,43 @@ from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import kinds, selectors
-from annotation.forms import AnswerForm, ExclusionForm, StudyCreateForm, kind_switch_data
+from annotation.forms import (
+    AnswerForm,
+    ConsentForm,
+    ExclusionForm,
+    OnboardingForm,
+    QualificationOverrideForm,
+    StudyCreateForm,
+    kind_switch_data,
+)
 from annotation.kinds.base import COMMON_SHORTCUTS, StudyKind
 from annotation.models import Assignment, AssignmentState, Rater, Study, StudyStatus
+from annotation.services import onboarding, participation
 from annotation.services.assignments import (
     AnswerRejected,
     SubmitResult,
     UndoRefused,
     answer_submit,
     answer_undo,
+    answer_verdict_reveal,
     assignment_current,
     assignment_next,
 )
 from annotation.services.studies import StudyInputError, rater_exclusion_set, study_create
 from core.http import SignedInRequest
-from core.roles import staff_like_required
+from core.roles import is_participant, staff_like_required
 
 # Said when Next hands out nothing while items are still left for the annotator (the finished
 # and the closed study say so in the workspace itself).
@@ -55,7 +67,13 @@ ALREADY_ANSWERED = (
 @login_required
 @require_GET
 def annotator_home(request: SignedInRequest) -> HttpResponse:
-    """Each person's own work page: the studies they are a rater in, with their progress."""
+    """Each person's own work page: the studies they are a rater in, with their progress. A
+    participant has one study: their work page is its workspace."""
+    if is_participant(request.user):
+        study_id = participation.participant_study_id(request.user)
+        if study_id is None:
+            raise Http404("No such study for you.")
+        return redirect("annotation:workspace", study_id=study_id)
     return render(
         request,
         "annotation/home.html",
@@ -97,10 +115,38 @@ def _workspace(
         else:
             context["answer"] = assignment.answers.order_by("-id").first()
     context["reveal"] = kind.feedback(study, rater, assignment.item_id if assignment else None)
+    context.update(
+        _onboarding(request, rater, assignment, is_open=study.status == StudyStatus.OPEN)
+    )
     template = "annotation/workspace.html"
     if request.htmx:
         template += "#workspace"
     return render(request, template, context)
+
+
+def _onboarding(
+    request: SignedInRequest, rater: Rater, assignment: Assignment | None, *, is_open: bool
+) -> dict:
+    """The workspace's onboarding parts (services/onboarding.py): the feedback on a practice
+    answer just given, the consent screen or the "not qualified" page in place of Start, and a
+    participant's completion code once they have finished. No query for a study without
+    onboarding or participation."""
+    study = rater.study
+    context: dict = {"participant": study.participation_enabled and is_participant(request.user)}
+    shown = assignment.item_id if assignment else None
+    if study.practice_items:
+        answer = onboarding.practice_answer_to_show(rater, shown)
+        # Recorded before it is shown: the answer is final from then on (no undo).
+        if answer is not None and answer_verdict_reveal(answer_id=answer.pk):
+            context["practice_feedback"] = onboarding.practice_feedback(rater, answer)
+    if assignment is None and is_open:
+        gate = onboarding.rater_gate(rater)
+        if gate in (onboarding.Gate.CONSENT, onboarding.Gate.UNQUALIFIED):
+            context["gate"] = gate.value
+            context["consent_form"] = ConsentForm(
+                initial={"text_sha256": onboarding.consent_text_sha256(study)}
+            )
+    return context
 
 
 def _draft_owner(user: User) -> str:
@@ -220,6 +266,66 @@ def item_detail(request: SignedInRequest, study_id: int, token: str) -> HttpResp
     return _workspace(request, assignment.rater, assignment)
 
 
+@login_required
+@require_POST
+def consent(request: SignedInRequest, study_id: int) -> HttpResponse:
+    """Accept the study's instructions (a consent screen), then on to the first item."""
+    rater = selectors.rater_for(user=request.user, study_id=study_id)
+    form = ConsentForm(request.POST)
+    notice = ""
+    if not form.is_valid():
+        notice = "Not recorded: tick the box to say you agree."
+    elif not onboarding.consent_accept(rater=rater, text_sha256=form.cleaned_data["text_sha256"]):
+        notice = "The instructions changed while you were reading them: please read them again."
+    elif rater.study.status == StudyStatus.OPEN:
+        assignment = assignment_next(rater=rater)
+        return _after_action(request, rater, assignment, nothing_handed_out=assignment is None)
+    return _after_action(request, rater, assignment_current(rater=rater), notice=notice)
+
+
+@login_required
+@require_GET
+def complete(request: SignedInRequest, study_id: int) -> HttpResponse:
+    """A participant's end of the study: their completion code, or (when the study has one)
+    straight on to the platform's completion URL. Only once nothing is left for them; before
+    that, back to the workspace. Anyone but the study's participants: 404."""
+    rater = selectors.rater_for(user=request.user, study_id=study_id)
+    study = rater.study
+    if not (study.participation_enabled and is_participant(request.user)):
+        raise Http404("No such page for you.")
+    if study.status == StudyStatus.OPEN and (
+        assignment_current(rater=rater) is not None
+        or selectors.rater_progress(rater=rater).left
+        or onboarding.rater_gate(rater) is not onboarding.Gate.OPEN
+    ):
+        return redirect("annotation:workspace", study_id=study.pk)
+    if study.completion_url:
+        return redirect(study.completion_url)
+    return render(request, "annotation/onboarding/complete.html", {"study": study})
+
+
+def participate(request: HttpRequest, token: str) -> HttpResponse:
+    """A study's participation link (``/participate/<token>/?PROLIFIC_PID=…&STUDY_ID=…&
+    SESSION_ID=…``, or ``?participant=…``): make or find the participant's account for this
+    study, sign them in and open its workspace. An unknown, switched-off or closed link is a
+    404; malformed ids a 400 naming the parameter. Signing in replaces whoever was signed in
+    in this browser."""
+    if request.method != "GET":
+        return HttpResponse(status=405, headers={"Allow": "GET"})
+    study = participation.study_for_participation(token)
+    if study is None:
+        raise Http404("No such study.")
+    try:
+        given = participation.participation_input(request.GET)
+    except participation.ParticipationRefused as exc:
+        return render(
+            request, "annotation/onboarding/participation_refused.html", {"error": exc}, status=400
+        )
+    user = participation.participant_join(study=study, given=given)
+    login(request, user, backend=settings.AUTHENTICATION_BACKENDS[-1])
+    return redirect("annotation:workspace", study_id=study.pk)
+
+
 # --- Staff ------------------------------------------------------------------------------------
 
 
@@ -263,11 +369,24 @@ def study_new(request: SignedInRequest) -> HttpResponse:
     return render(request, template, {"form": form})
 
 
-def _study_page(study: Study) -> dict:
+def _study_page(study: Study, *, onboarding_form: OnboardingForm | None = None) -> dict:
+    if onboarding_form is None:
+        onboarding_form = OnboardingForm(
+            initial={
+                "consent_required": study.consent_required,
+                "qualification_percent": study.qualification_percent,
+                "participation_enabled": study.participation_enabled,
+                "completion_code": study.completion_code,
+                "completion_url": study.completion_url,
+                "practice": onboarding.practice_lines(study),
+            }
+        )
     return {
         "study": study,
         "kind": kinds.get(study.kind),
         "overview": selectors.study_overview(study=study),
+        "onboarding": onboarding.onboarding_overview(study),
+        "onboarding_form": onboarding_form,
     }
 
 
@@ -275,7 +394,11 @@ def _study_page(study: Study) -> dict:
 @require_GET
 def study_detail(request: SignedInRequest, study_id: int) -> HttpResponse:
     study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
-    return render(request, "annotation/study_detail.html", _study_page(study))
+    context = _study_page(study)
+    context["participation_url"] = request.build_absolute_uri(
+        reverse("participate", args=[study.participation_token])
+    )
+    return render(request, "annotation/study_detail.html", context)
 
 
 @staff_like_required
@@ -295,3 +418,43 @@ def rater_exclusion(request: SignedInRequest, study_id: int, rater_id: int) -> H
         study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
         return render(request, "annotation/study_detail.html#quality", _study_page(study))
     return redirect(reverse("annotation:study_detail", args=[study_id]) + "#quality")
+
+
+@staff_like_required
+@require_POST
+def study_onboarding(request: SignedInRequest, study_id: int) -> HttpResponse:
+    """Set the study's consent screen, practice items, threshold and participation."""
+    study = get_object_or_404(Study.objects.select_related("run", "created_by"), pk=study_id)
+    form = OnboardingForm(request.POST)
+    if form.is_valid():
+        try:
+            onboarding.study_onboarding_set(study=study, spec=form.to_spec())
+        except onboarding.OnboardingInputError as exc:
+            for field_name, errors in exc.errors.items():
+                for error in errors:
+                    form.add_error(field_name if field_name in form.fields else None, error)
+        else:
+            messages.success(request, "Onboarding and participation saved.")
+            return redirect(reverse("annotation:study_detail", args=[study_id]) + "#onboarding")
+    study.refresh_from_db()
+    context = _study_page(study, onboarding_form=form)
+    context["participation_url"] = request.build_absolute_uri(
+        reverse("participate", args=[study.participation_token])
+    )
+    return render(request, "annotation/study_detail.html", context, status=400)
+
+
+@staff_like_required
+@require_POST
+def qualification_override(request: SignedInRequest, study_id: int, rater_id: int) -> HttpResponse:
+    """Let a rater past the qualification threshold, or undo that (recorded)."""
+    rater = get_object_or_404(Rater, pk=rater_id, study_id=study_id)
+    form = QualificationOverrideForm(request.POST)
+    if form.is_valid():
+        onboarding.qualification_override_set(
+            rater=rater,
+            qualified=form.cleaned_data["qualified"],
+            by=request.user,
+            reason=form.cleaned_data["reason"],
+        )
+    return redirect(reverse("annotation:study_detail", args=[study_id]) + "#onboarding")

@@ -405,7 +405,8 @@ VOTE_COLUMNS = (
 
 
 def _answers(filters: dict[str, Any]):
-    queryset = Answer.objects.order_by("id")
+    # Practice answers (training and qualification, docs/annotation.md) are never data.
+    queryset = Answer.objects.filter(assignment__item__is_practice=False).order_by("id")
     if filters.get("run") is not None:
         queryset = queryset.filter(assignment__item__study__run_id=filters["run"])
     if filters.get("study") is not None:

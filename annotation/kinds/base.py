@@ -149,6 +149,13 @@ class StudyKind(ABC):
         """The answer as its annotator saw it (the workspace's "Your answer")."""
         return answer.label.title()
 
+    def expected_shown(self, expected: str, assignment: Assignment) -> str:
+        """A gold item's expected label as this rater saw the choices (a practice item's
+        feedback): by default as ``answer_shown`` shows an answer with that label. A kind whose
+        answers are screen positions maps it through ``assignment.display``, so the feedback
+        names no side's condition or source."""
+        return expected.title()
+
     def all_shortcuts(self) -> tuple[Shortcut, ...]:
         return (*self.shortcuts, *COMMON_SHORTCUTS)
 

@@ -47,6 +47,7 @@ from annotation.models import (
     StudyItem,
     StudyStatus,
 )
+from annotation.services import onboarding
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
 
@@ -149,6 +150,16 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
             return _renew(assignment, study, now)
         Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
     if study.status != StudyStatus.OPEN:
+        return None
+    # Onboarding (services/onboarding.py): consent first, then the practice items in order,
+    # then real items only for a rater at or above the threshold (or let past by staff).
+    gate = onboarding.rater_gate(rater)
+    if gate is onboarding.Gate.PRACTICE:
+        practice = onboarding.next_practice_item(rater)
+        if practice is not None:
+            item = _lock_item(practice.pk)
+            return _take(rater, item, now, holders=sql.places_taken(item.pk, now))
+    if gate is not onboarding.Gate.OPEN:
         return None
     skipped: list[int] = []
     while True:
@@ -301,9 +312,12 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
             retracted_at=now, retraction_reason=RetractionReason.UNDO
         )
         if retracted != 1:
-            raise UndoRefused(
-                "you have seen the judge's verdict on that item, so your answer to it is final"
+            seen = (
+                "the expected answer to that practice item"
+                if item.is_practice
+                else ("the judge's verdict on that item")
             )
+            raise UndoRefused(f"you have seen {seen}, so your answer to it is final")
         assignment = answer.assignment
         assignment.completed_at, assignment.reopened = None, True
         Assignment.objects.filter(pk=assignment.pk).update(completed_at=None, reopened=True)

@@ -83,6 +83,9 @@ class StudySpec:
     max_items: int | None = None  # a seeded random sample of this many (gold items extra)
     seed: int | None = None
     gold: str = ""  # one per line: KEY EXPECTED
+    # Crowd participants join through the study's link (services/participation.py): then no
+    # annotator need be chosen, and k is not bounded by the annotators chosen.
+    participation_enabled: bool = False
     # Items given rather than selected (an imported file's, e.g. HALO checkpoints): the kind's
     # ``select`` is not asked and no run is needed; ``imported_from`` names the file.
     drafts: Sequence[ItemDraft] | None = None
@@ -187,8 +190,12 @@ def check_study_settings(spec: StudySpec, errors: dict[str, list[str]]) -> None:
     if spec.seed is not None and not 0 <= spec.seed <= SEED_MAX:
         errors["seed"].append(f"Leave empty for a random seed, or give 0 to {SEED_MAX}.")
     annotators = list(dict.fromkeys(spec.annotators))
-    if not annotators:
-        errors["annotators"].append("Choose at least one annotator.")
+    if spec.participation_enabled:
+        pass  # participants join by the link: as many as come
+    elif not annotators:
+        errors["annotators"].append(
+            "Choose at least one annotator (or open the study to crowd participants)."
+        )
     elif len(annotators) < spec.overlap:
         errors["annotators"].append(
             f"{spec.overlap} annotators per item needs at least {spec.overlap} annotators; "
@@ -312,6 +319,7 @@ def study_create(*, spec: StudySpec, created_by: User | None = None) -> Study:
         overlap=spec.overlap,
         reason_required=spec.reason_required or kind.always_requires_reason,
         lease_minutes=spec.lease_minutes,
+        participation_enabled=spec.participation_enabled,
         reveal_judge_verdict=spec.reveal_judge_verdict
         and "reveal_judge_verdict" in kind.selection_fields,
         # A study over several runs (an arena) has no one run: its selection lists them.
