@@ -15,6 +15,7 @@ BENCHMARKS = [
     "annotation_next.py",
     "fault_campaign.py",
     "memory_soak.py",
+    "first_start.py",
 ]
 
 
