@@ -6,12 +6,14 @@ requires ``max_tokens``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
 
 from benchmark.providers.base import ChatMessage, ChatRequest, ChatResult, ImagePart
 from benchmark.providers.images import anthropic_image_tokens, base64_data
+from benchmark.providers.ratelimit_headers import ObservedLimits, anthropic_limits
 from benchmark.providers.registry import ProviderSpec, register
 from benchmark.providers.sdk import SDKProvider
 
@@ -39,7 +41,10 @@ class AnthropicMessagesProvider(SDKProvider):
         return anthropic.AsyncAnthropic(**options, http_client=anthropic.DefaultAioHttpClient())
 
     def _send(self, client: Any, kwargs: dict[str, Any], timeout_s: float) -> Any:
-        return client.messages.create(**kwargs, timeout=timeout_s)
+        return client.messages.with_raw_response.create(**kwargs, timeout=timeout_s)
+
+    def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
+        return anthropic_limits(headers)
 
     def _max_output_tokens(self, params: dict[str, Any]) -> int | None:
         return params.get("max_tokens") or DEFAULT_MAX_TOKENS

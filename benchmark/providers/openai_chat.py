@@ -8,9 +8,11 @@ actually implement. Another compatible vendor is one more small subclass of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import openai
+from openai._constants import RAW_RESPONSE_HEADER
 from openai.types.chat import ChatCompletion
 
 from benchmark.providers.base import (
@@ -21,6 +23,7 @@ from benchmark.providers.base import (
     ProviderError,
 )
 from benchmark.providers.images import data_url, openai_image_tokens
+from benchmark.providers.ratelimit_headers import ObservedLimits, openai_limits
 from benchmark.providers.registry import ProviderSpec, register
 from benchmark.providers.sdk import SDKProvider
 
@@ -57,12 +60,17 @@ class OpenAIChatProvider(SDKProvider):
         # The SDK's own client and HTTP stack, but its generic post: the typed create()
         # re-walks every message through TypedDict transforms, which cost more CPU than the
         # rest of a call at benchmark volume (bench/pipeline.py).
+        # The raw-response header is what ``with_raw_response`` sets: the SDK then answers its
+        # raw response, whose headers carry the rate limits (sdk.py).
         return client.post(
             "/chat/completions",
             body=kwargs,
             cast_to=ChatCompletion,
-            options={"timeout": timeout_s},
+            options={"timeout": timeout_s, "headers": {RAW_RESPONSE_HEADER: "true"}},
         )
+
+    def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
+        return openai_limits(headers)
 
     def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
         extra = dict(params)
