@@ -11,13 +11,20 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Installs are pinned by constraints.txt, so a fresh machine gets the versions CI tested.
+# `make run` needs only what the app imports; the test and lint tools (the `dev` extra:
+# Playwright, mypy and the stubs, Hypothesis, Schemathesis, …) come with the first `make test`
+# or `make lint`, so a first start does not wait for them.
+$(VENV)/.installed-app: $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+	touch $@
+
 $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.installed-app
 
 ## run: set everything up (embedded default: SQLite, filesystem broker, replay provider, demo
 ##      data and logins) and start the web server and a Celery worker; Ctrl-C stops both.
-run: $(VENV)/.installed
+run: $(VENV)/.installed-app
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --no-input -v0
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py load_demo
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py devserver $(ADDR)

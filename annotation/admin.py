@@ -24,6 +24,11 @@ from annotation.forms import (
 from annotation.models import (
     Answer,
     Assignment,
+    ConsentRecord,
+    ItemFlag,
+    ItemSkip,
+    Participant,
+    QualificationOverride,
     Rater,
     RaterExclusion,
     Study,
@@ -106,6 +111,7 @@ class StudyAdminForm(forms.ModelForm):
             "instructions",
             "reason_required",
             "lease_minutes",
+            "item_time_limit_s",
             "reveal_judge_verdict",
         )
 
@@ -507,3 +513,44 @@ class AnswerAdmin(ReadOnlyAdmin):
 class RaterExclusionAdmin(ReadOnlyAdmin):
     list_display = ("rater", "excluded", "reason", "by", "at")
     list_select_related = ("rater__user", "by")
+
+
+@admin.register(ItemSkip)
+class ItemSkipAdmin(ReadOnlyAdmin):
+    list_display = ("assignment", "cause", "reason", "at")
+    list_filter = ("cause", "assignment__item__study")
+    list_select_related = ("assignment__item", "assignment__rater__user")
+    search_fields = ("assignment__item__key", "reason")
+
+
+@admin.register(ItemFlag)
+class ItemFlagAdmin(ReadOnlyAdmin):
+    list_display = ("assignment", "category", "note", "at")
+    list_filter = ("category", "assignment__item__study")
+    list_select_related = ("assignment__item", "assignment__rater__user")
+    search_fields = ("assignment__item__key", "note")
+
+
+# Onboarding and participation records (docs/annotation.md): written by their services only.
+
+
+@admin.register(ConsentRecord)
+class ConsentRecordAdmin(ReadOnlyAdmin):
+    list_display = ("rater", "text_sha256", "at")
+    list_select_related = ("rater__user", "rater__study")
+    list_filter = ("rater__study",)
+
+
+@admin.register(QualificationOverride)
+class QualificationOverrideAdmin(ReadOnlyAdmin):
+    list_display = ("rater", "qualified", "reason", "by", "at")
+    list_select_related = ("rater__user", "by")
+    list_filter = ("rater__study",)
+
+
+@admin.register(Participant)
+class ParticipantAdmin(ReadOnlyAdmin):
+    list_display = ("external_id", "study", "platform_study_id", "session_id", "created_at")
+    list_select_related = ("study",)
+    list_filter = ("study",)
+    search_fields = ("external_id",)

@@ -14,9 +14,18 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from annotation import kinds
-from annotation.models import Assignment, Study
-from annotation.services.assignments import AnswerInput
-from annotation.services.studies import INSTRUCTIONS_MAX_CHARS, MAX_ITEMS, SEED_MAX, StudySpec
+from annotation.models import Assignment, FlagCategory, Study
+from annotation.services.assignments import SKIP_REASON_MAX_CHARS, AnswerInput
+from annotation.services.flags import FLAG_NOTE_MAX_CHARS
+from annotation.services.onboarding import OnboardingSpec
+from annotation.services.studies import (
+    INSTRUCTIONS_MAX_CHARS,
+    MAX_ITEMS,
+    SEED_MAX,
+    TIME_LIMIT_MAX_S,
+    TIME_LIMIT_MIN_S,
+    StudySpec,
+)
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
 from core.forms import ModelIdsField
 from core.roles import ANNOTATOR, RESEARCHER
@@ -31,7 +40,9 @@ COMMON_FIELDS = (
     "overlap",
     "reason_required",
     "lease_minutes",
+    "item_time_limit_s",
     "annotators",
+    "participation_enabled",
 )
 TAIL_FIELDS = ("max_items", "seed", "gold")
 
@@ -73,7 +84,24 @@ class StudyCreateForm(forms.Form):
         initial=30,
         help_text="An item held this long without an answer may go to someone else.",
     )
-    annotators = ModelIdsField(queryset=annotator_choices(), widget=forms.CheckboxSelectMultiple)
+    item_time_limit_s = forms.IntegerField(
+        min_value=TIME_LIMIT_MIN_S,
+        max_value=TIME_LIMIT_MAX_S,
+        required=False,
+        label="Time limit per item (seconds)",
+        help_text="Optional. Annotators see a timer; when it runs out the item goes back to the "
+        "pool as a skip (time limit) and the next one is offered.",
+    )
+    annotators = ModelIdsField(
+        queryset=annotator_choices(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    participation_enabled = forms.BooleanField(
+        required=False,
+        label="Open to crowd participants",
+        help_text="A participation link (e.g. for Prolific) makes an account for this study only "
+        "for each participant; then no annotator need be chosen. Completion code and URL: on "
+        "the study's page.",
+    )
     adjudicators = ModelIdsField(
         queryset=annotator_choices(),
         required=False,
@@ -165,6 +193,16 @@ class StudyCreateForm(forms.Form):
             "gold"
         ].help_text = f"One per line: the item key, a space, the expected answer ({answers})."
 
+    def clean(self):
+        data = super().clean() or {}
+        # Annotators are required unless crowd participants join by the link instead.
+        crowd = data.get("participation_enabled")
+        if not data.get("annotators") and not crowd and "annotators" not in self.errors:
+            self.add_error(
+                "annotators", "This field is required (or open the study to crowd participants)."
+            )
+        return data
+
     def chosen_kind(self) -> str:
         """The kind whose fields to show: the one chosen, else the first of the menu."""
         raw = self.data.get("kind") if self.is_bound else self.initial.get("kind")
@@ -188,7 +226,9 @@ class StudyCreateForm(forms.Form):
             overlap=data["overlap"],
             reason_required=data["reason_required"],
             lease_minutes=data["lease_minutes"],
+            item_time_limit_s=data["item_time_limit_s"],
             annotators=list(data["annotators"]),
+            participation_enabled=data["participation_enabled"],
             adjudicators=list(data["adjudicators"]) if "adjudicators" in used else [],
             run=data["run"] if "run" in used else None,
             runs=list(data["runs"]) if "runs" in used else [],
@@ -308,6 +348,23 @@ class ExclusionForm(forms.Form):
     reason = forms.CharField(required=False, max_length=2000)
 
 
+class SkipForm(forms.Form):
+    """Skip the held item: an optional reason (``services.assignments.item_skip``)."""
+
+    reason = forms.CharField(required=False, max_length=SKIP_REASON_MAX_CHARS)
+
+
+class FlagForm(forms.Form):
+    """Flag an item for staff (``services.flags.item_flag``)."""
+
+    category = forms.ChoiceField(
+        choices=FlagCategory.choices,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose what is wrong with the item."},
+    )
+    note = forms.CharField(required=False, max_length=FLAG_NOTE_MAX_CHARS, widget=forms.Textarea)
+
+
 # --- Answers ----------------------------------------------------------------------------------
 
 
@@ -350,4 +407,72 @@ def confidence_field() -> forms.TypedChoiceField:
         coerce=int,
         widget=forms.RadioSelect,
         error_messages={"required": "Confidence: choose 1 to 5 (Shift+1 … Shift+5)."},
+    )
+
+
+# --- Onboarding and participation (staff) ------------------------------------------------------
+
+
+class OnboardingForm(forms.Form):
+    """A study's consent screen, practice items, qualification threshold and participation
+    settings (``services.onboarding.study_onboarding_set`` checks them again)."""
+
+    consent_required = forms.BooleanField(
+        required=False,
+        label="Consent required",
+        help_text="The instructions are a consent screen, accepted before the first item "
+        "(recorded with the text's SHA-256; changing the text asks again).",
+    )
+    practice = forms.CharField(
+        required=False,
+        max_length=200_000,
+        widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+        label="Practice items",
+        help_text="One per line: the item key, a space, the expected answer, optionally "
+        "' | ' and an explanation (Markdown). Given first, with feedback; never counted.",
+    )
+    qualification_percent = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=100,
+        label="Qualification threshold (%)",
+        help_text="Minimum share of practice items answered as expected; empty = none.",
+    )
+    participation_enabled = forms.BooleanField(
+        required=False,
+        label="Participation link on",
+        help_text="The link below makes an account for this study only for each participant.",
+    )
+    completion_code = forms.CharField(required=False, max_length=64)
+    completion_url = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text="e.g. https://app.prolific.com/submissions/complete?cc=CODE",
+    )
+
+    def to_spec(self) -> OnboardingSpec:
+        data = self.cleaned_data
+        return OnboardingSpec(
+            consent_required=data["consent_required"],
+            qualification_percent=data["qualification_percent"],
+            participation_enabled=data["participation_enabled"],
+            completion_code=data["completion_code"].strip(),
+            completion_url=data["completion_url"].strip(),
+            practice=data["practice"],
+        )
+
+
+class QualificationOverrideForm(forms.Form):
+    qualified = forms.BooleanField(required=False)
+    reason = forms.CharField(required=False, max_length=2000)
+
+
+class ConsentForm(forms.Form):
+    """The acceptance carries the hash of the text shown, so an acceptance of an older
+    version (the text changed while the page was open) is not taken for the new one."""
+
+    text_sha256 = forms.RegexField(regex=r"^[0-9a-f]{64}$", widget=forms.HiddenInput)
+    agree = forms.BooleanField(
+        required=True, error_messages={"required": "Tick the box to say you agree."}
     )

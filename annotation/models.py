@@ -74,6 +74,56 @@ class Study(models.Model):
         "judge's verdict on that reply. Off by default: it can anchor their next ratings; "
         "once shown, the answer it follows is final (no undo).",
     )
+    item_time_limit_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(10), MaxValueValidator(24 * 3600)],
+        help_text="Optional time limit per item, in seconds (10 s to a day; empty: none). "
+        "When it runs out the item is released as a skip (cause: time limit) and the next one "
+        "is offered; an answer arriving later is kept but not counted.",
+    )
+    # Onboarding (docs/annotation.md, "Onboarding and qualification").
+    consent_required = models.BooleanField(
+        default=False,
+        help_text="The instructions are a consent screen: each annotator accepts them (recorded, "
+        "with the text's hash) before their first item, and again if the text changes.",
+    )
+    qualification_percent = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Minimum share (%) of practice items answered as expected; below it an "
+        "annotator gets no real items until staff override. Empty: no threshold.",
+    )
+    practice_items = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="How many of its items are practice items (kept by study_onboarding_set), so "
+        "that a study without onboarding costs Next no query for it.",
+    )
+    # Crowd-platform participation (docs/annotation.md, "Running a study on Prolific").
+    participation_enabled = models.BooleanField(
+        default=False,
+        help_text="The participation link creates a participant account scoped to this study.",
+    )
+    participation_token = models.CharField(
+        max_length=32,
+        unique=True,
+        default=new_token,
+        editable=False,
+        help_text="The opaque part of the participation link.",
+    )
+    completion_code = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Shown to a participant who has finished (letters, digits, - and _).",
+    )
+    completion_url = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="Where a participant who has finished is sent, e.g. "
+        "https://app.prolific.com/submissions/complete?cc=CODE (https only).",
+    )
     run = models.ForeignKey(
         "benchmark.EvaluationRun",
         null=True,
@@ -96,6 +146,15 @@ class Study(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(overlap__gte=1), name="study_overlap_positive"),
             models.CheckConstraint(condition=Q(lease_minutes__gte=1), name="study_lease_positive"),
+            models.CheckConstraint(
+                condition=Q(item_time_limit_s__isnull=True) | Q(item_time_limit_s__gte=10),
+                name="study_time_limit_at_least_10s",
+            ),
+            models.CheckConstraint(
+                condition=Q(qualification_percent__isnull=True)
+                | Q(qualification_percent__gte=1, qualification_percent__lte=100),
+                name="study_qualification_percent_1_100",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -122,6 +181,10 @@ class Rater(models.Model):
     )
     excluded = models.BooleanField(
         default=False, help_text="Left out of the statistics (see the exclusion log)."
+    )
+    qualification_override = models.BooleanField(
+        default=False,
+        help_text="Staff let them past the qualification threshold (see the override record).",
     )
 
     class Meta:
@@ -159,6 +222,70 @@ class RaterExclusion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rater} {'excluded' if self.excluded else 'included'} at {self.at:%Y-%m-%d}"
+
+
+class QualificationOverride(models.Model):
+    """The record of every staff override of the qualification threshold and its undoing (the
+    latest row is the current state, mirrored in ``Rater.qualification_override``)."""
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="overrides")
+    qualified = models.BooleanField(help_text="True: let past the threshold; False: undone.")
+    reason = models.TextField(blank=True)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        what = "qualified" if self.qualified else "override undone"
+        return f"{self.rater} {what} at {self.at:%Y-%m-%d}"
+
+
+class ConsentRecord(models.Model):
+    """An annotator's acceptance of a study's instructions / consent text: who, when, and the
+    SHA-256 of the exact text accepted (a changed text needs a new acceptance)."""
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="consents")
+    text_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the text accepted.")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["rater", "text_sha256"], name="consent_once_per_text")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rater} accepted {self.text_sha256[:12]} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class Participant(models.Model):
+    """A crowd-platform participant: an account made by the study's participation link, for
+    that study only (its one ``Rater``). ``external_id`` is the platform's participant id
+    (Prolific's ``PROLIFIC_PID``, or the generic ``participant``); the same id on the same
+    study's link is the same account, on another study's link another account."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="participant"
+    )
+    external_id = models.CharField(max_length=64)
+    platform_study_id = models.CharField(max_length=64, blank=True, help_text="STUDY_ID.")
+    session_id = models.CharField(max_length=64, blank=True, help_text="The last SESSION_ID.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["study_id", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "external_id"], name="participant_once_per_study"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id}/{self.external_id}"
 
 
 class StudyArchiveEvent(models.Model):
@@ -232,6 +359,14 @@ class StudyItem(models.Model):
     expected = models.CharField(
         max_length=32, blank=True, help_text="Gold items: the expected label."
     )
+    is_practice = models.BooleanField(
+        default=False,
+        help_text="A gold item given first, with feedback after the answer; never counted in "
+        "the statistics (its answers decide qualification).",
+    )
+    explanation = models.TextField(
+        blank=True, help_text="Practice items: why the expected answer is right (Markdown)."
+    )
     required_answers = models.PositiveSmallIntegerField()
     completed_answers = models.PositiveSmallIntegerField(default=0)
     needs_adjudication = models.BooleanField(
@@ -249,6 +384,9 @@ class StudyItem(models.Model):
             models.UniqueConstraint(fields=["study", "key"], name="item_key_once_per_study"),
             models.CheckConstraint(
                 condition=Q(is_gold=False) | ~Q(expected=""), name="gold_has_expected"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_practice=False) | Q(is_gold=True), name="practice_is_gold"
             ),
         ]
         indexes = [
@@ -269,6 +407,9 @@ class AssignmentState(models.TextChoices):
     LEASED = "leased", "In progress"
     DONE = "done", "Done"
     LAPSED = "lapsed", "Lapsed (lease expired, item went to someone else)"
+    # Given back by its rater (or by the item's time limit): the place is free for others at
+    # once, and the rater is never handed the item again (their assignment row stays).
+    SKIPPED = "skipped", "Skipped (given back; never handed to this rater again)"
 
 
 class AssignmentRole(models.TextChoices):
@@ -300,6 +441,12 @@ class Assignment(models.Model):
         help_text="An undo reopened it at least once (its undone answers refill the form).",
     )
     lease_expires_at = models.DateTimeField()
+    time_limit_ends_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A study with an item time limit: when this rater's time on the item runs out "
+        "(set when it is handed out or reopened; a lease renewal does not move it).",
+    )
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -320,6 +467,14 @@ class RetractionReason(models.TextChoices):
     UNDO = "undo", "Undone by the annotator"
     LAPSED = "lapsed", "Arrived after the item went to someone else"
     SUPERSEDED = "superseded", "Replaced by a later answer (imported)"
+    TIME_LIMIT = "time_limit", "Arrived after the item's time limit ran out"
+
+
+class AnswerQuerySet(models.QuerySet):
+    def counted(self) -> "AnswerQuerySet":
+        """The answers the statistics read: live, and not on a practice item (practice is
+        training and qualification, never data)."""
+        return self.filter(retracted_at__isnull=True, assignment__item__is_practice=False)
 
 
 class Answer(models.Model):
@@ -359,6 +514,8 @@ class Answer(models.Model):
         "answer (a study with reveal_judge_verdict); from then on the answer cannot be undone.",
     )
 
+    objects = AnswerQuerySet.as_manager()
+
     class Meta:
         ordering = ["id"]
         constraints = [
@@ -380,3 +537,58 @@ class Answer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.assignment}: {self.label}{' (retracted)' if self.retracted_at else ''}"
+
+
+class SkipCause(models.TextChoices):
+    ANNOTATOR = "annotator", "Skipped by the annotator"
+    TIME_LIMIT = "time_limit", "Time limit"
+
+
+class ItemSkip(models.Model):
+    """The record of an item given back: by its rater (Skip, with an optional reason) or by the
+    study's item time limit. Its assignment is ``SKIPPED``; one skip per assignment."""
+
+    assignment = models.OneToOneField(
+        Assignment, on_delete=models.PROTECT, related_name="skip", help_text="Rater and item."
+    )
+    cause = models.CharField(max_length=10, choices=SkipCause.choices)
+    reason = models.CharField(
+        max_length=500, blank=True, help_text="The annotator's reason, if they gave one."
+    )
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.assignment} skipped ({self.cause}) at {self.at:%Y-%m-%d %H:%M}"
+
+
+class FlagCategory(models.TextChoices):
+    BROKEN = "broken", "Broken (missing or garbled content)"
+    OFFENSIVE = "offensive", "Offensive"
+    UNCLEAR = "unclear", "Unclear (cannot be answered as asked)"
+
+
+class ItemFlag(models.Model):
+    """An annotator's flag on one of their items, for staff (the study page lists them). Not an
+    answer: the rater may flag and still answer or skip. One per rater, item and category: a
+    repeat replaces the note."""
+
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.PROTECT, related_name="flags", help_text="Rater and item."
+    )
+    category = models.CharField(max_length=10, choices=FlagCategory.choices)
+    note = models.CharField(max_length=2000, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "category"], name="flag_once_per_category"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assignment} flagged {self.category}"

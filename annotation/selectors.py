@@ -147,25 +147,34 @@ def home_studies(*, user) -> list[Rater]:
 
 @dataclass(frozen=True)
 class Progress:
+    """A rater's progress in a study, as the workspace's "Item N of M" reads it.
+
+    ``done``: their answered items (live answers). ``left``: the items still open to them — the
+    one they hold, and those lacking answers that they have never held (nor skipped) in the
+    places their role takes; others' running leases are not subtracted. ``holding``: they are
+    on an item now. M (``total``) is ``done + left``: what this rater can be expected to do,
+    an estimate that shrinks as others fill items (never below the item they are on). N
+    (``number``), while they hold an item, is ``done + 1``: the held item is not done yet."""
+
     done: int
-    left: int | None
+    left: int
     seconds: float
+    holding: bool = False
+
+    @property
+    def number(self) -> int | None:
+        return self.done + 1 if self.holding else None
+
+    @property
+    def total(self) -> int:
+        return max(self.done + self.left, self.number or 0)
 
 
-def rater_progress(*, rater: Rater, with_left: bool = True) -> Progress:
-    """Done, time spent and (``with_left``) what is left: the one figure that counts the
-    study's open items, so the workspace asks for it only between items (done and time:
-    ``sql.done_and_seconds``, on every request)."""
-    done, seconds = sql.done_and_seconds(rater.pk)
-    left = None
-    if with_left:
-        left = (
-            Rater.objects.filter(pk=rater.pk)
-            .annotate(left=Coalesce(_open_for_rater(), 0))
-            .values_list("left", flat=True)
-            .get()
-        )
-    return Progress(done=done, left=left, seconds=seconds)
+def rater_progress(*, rater: Rater, holding: bool = False) -> Progress:
+    """Done, time spent and what is left: one statement (``sql.progress_counts``), on every
+    workspace request."""
+    done, seconds, left = sql.progress_counts(rater)
+    return Progress(done=done, left=left, seconds=seconds, holding=holding)
 
 
 def last_answer(*, rater: Rater) -> Answer | None:
@@ -347,9 +356,9 @@ def study_overview(*, study: Study) -> dict:
     )
     votes = [
         Vote(item=item, rater=rater, label=label, seconds=seconds, position=str(choice or ""))
-        for item, rater, label, seconds, choice in Answer.objects.filter(
-            assignment__item__study=study, retracted_at__isnull=True
-        ).values_list(
+        for item, rater, label, seconds, choice in Answer.objects.counted()
+        .filter(assignment__item__study=study)
+        .values_list(
             "assignment__item_id",
             "assignment__rater_id",
             "label",
@@ -440,7 +449,7 @@ def _battle_answers(*, study: Study, include_excluded: bool) -> tuple[StudyKind,
         raise ValueError(
             f"study {study.pk} is a {kind.label.lower()} study: its answers are no battles"
         )
-    answers = Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
+    answers = Answer.objects.counted().filter(assignment__item__study=study)
     if not include_excluded:
         answers = answers.filter(assignment__rater__excluded=False)
     return kind, answers

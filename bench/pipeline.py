@@ -65,7 +65,9 @@ def _ensure_database(url: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def _start_fake_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
+def _start_fake_server(latency_ms: float, *options: str) -> tuple[subprocess.Popen, str]:
+    """The fake vendor server in a process of its own; ``options``: more of its command-line
+    options (e.g. rate limits, bench/ratelimit.py)."""
     server = subprocess.Popen(
         [
             sys.executable,
@@ -75,6 +77,7 @@ def _start_fake_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
             str(latency_ms),
             "--reply",
             "bench",
+            *options,
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,

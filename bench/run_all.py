@@ -9,12 +9,15 @@ BENCHMARKS = [
     "corpus_import.py",
     "oversized_input.py",
     "pipeline.py",
+    "ratelimit.py",
+    "image_requests.py",
     "stats.py",
     "arena.py",
     "judge_ranking.py",
     "annotation_next.py",
     "fault_campaign.py",
     "memory_soak.py",
+    "first_start.py",
 ]
 
 

@@ -1,5 +1,5 @@
-"""The protocol's judgement vocabularies, defined once (SPEC 2.1, 2.6): a verdict and its
-score, and the five-way taxonomy of RECOVERY failures.
+"""The protocol's judgement vocabularies, defined once (SPEC 2.1, 2.6): the trigger types, a
+verdict and its score, and the five-way taxonomy of RECOVERY failures.
 
 A leaf in plain Python — no Django, nothing of the project — so that the pipeline, the human
 studies and the pure statistics (``stats.compute``, which must not import Django) all read the
@@ -43,6 +43,28 @@ class Vocabulary(StrEnum, metaclass=_VocabularyType):
         member._value_ = value
         member.label = label or value
         return member
+
+
+class TriggerType(Vocabulary):
+    """What a trigger tests (SPEC 2.1). The first three are the release's; INTERVENTION is a
+    Workbench extension (ProactiveBench, seeds/002): the turn's image is insufficient, and a
+    proactive reply asks for the intervention that would fix it (docs/corpus-format.md)."""
+
+    EMERGENT = "EMERGENT", "Emergent"
+    CRITICAL = "CRITICAL", "Critical"
+    RECOVERY = "RECOVERY", "Recovery"
+    INTERVENTION = "INTERVENTION", "Intervention"
+
+
+# The release's trigger types, in their order: the ones the official format knows, each with a
+# phase window (``benchmark.models.PHASE_WINDOWS``), and every dialogue needs one of each.
+RELEASE_TRIGGER_TYPES = (
+    TriggerType.EMERGENT.value,
+    TriggerType.CRITICAL.value,
+    TriggerType.RECOVERY.value,
+)
+# Every trigger type in display order: the release's, then the Workbench's extensions.
+TRIGGER_TYPES = tuple(TriggerType.values)
 
 
 class Verdict(Vocabulary):

@@ -3,6 +3,8 @@
 - Annotator: audits, rates and labels items; sees only their own work, never model identities.
 - Researcher: reads the corpus, results and statistics; creates studies.
 - Admin (``is_staff``): everything, including the Django admin.
+- Participant: an account a study's participation link made for a crowd-platform participant
+  (docs/annotation.md, "Running a study on Prolific"); reaches that one study's workspace only.
 
 "Staff-like" (admin or researcher) is the bar for the corpus pages, study management and the
 statistics.
@@ -19,7 +21,8 @@ from django.utils.functional import SimpleLazyObject
 
 ANNOTATOR = "Annotator"
 RESEARCHER = "Researcher"
-ROLE_GROUPS = (ANNOTATOR, RESEARCHER)
+PARTICIPANT = "Participant"
+ROLE_GROUPS = (ANNOTATOR, RESEARCHER, PARTICIPANT)
 
 
 def _group_names(user: AbstractBaseUser | AnonymousUser) -> set[str]:
@@ -44,6 +47,10 @@ def is_researcher(user) -> bool:
 
 def is_annotator(user) -> bool:
     return ANNOTATOR in _group_names(user)
+
+
+def is_participant(user) -> bool:
+    return PARTICIPANT in _group_names(user)
 
 
 def is_staff_like(user) -> bool:

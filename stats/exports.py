@@ -235,7 +235,7 @@ JUDGMENT_COLUMNS = (
     _c("unit_id", "int", "The reply (evaluation unit) judged."),
     _c("dialogue", "str", "The dialogue's unique_id_eval."),
     _c("turn", "int", "The trigger turn (1-based)."),
-    _c("trigger_type", "str", "EMERGENT, CRITICAL or RECOVERY."),
+    _c("trigger_type", "str", "EMERGENT, CRITICAL, RECOVERY or INTERVENTION."),
     _c("model", "str", "The model's endpoint handle."),
     _c("model_display", "str", "The model's display name."),
     _c("condition", "str", "vanilla or rubric_injected."),
@@ -336,7 +336,7 @@ VOTE_COLUMNS = (
     _c("expected", "str", "Gold items: the expected label."),
     _c("dialogue", "str", "The dialogue's unique_id_eval, where known."),
     _c("turn", "int", "The trigger turn (1-based)."),
-    _c("trigger_type", "str", "EMERGENT, CRITICAL or RECOVERY."),
+    _c("trigger_type", "str", "EMERGENT, CRITICAL, RECOVERY or INTERVENTION."),
     _c("model", "str", "The rated reply's model (endpoint handle)."),
     _c(
         "unit_id",
@@ -405,7 +405,8 @@ VOTE_COLUMNS = (
 
 
 def _answers(filters: dict[str, Any]):
-    queryset = Answer.objects.order_by("id")
+    # Practice answers (training and qualification, docs/annotation.md) are never data.
+    queryset = Answer.objects.filter(assignment__item__is_practice=False).order_by("id")
     if filters.get("run") is not None:
         queryset = queryset.filter(assignment__item__study__run_id=filters["run"])
     if filters.get("study") is not None:

@@ -268,7 +268,9 @@ VOTE_COLUMNS = (
 def votes_rows(filters: dict[str, Any]) -> Iterator[tuple]:
     """One row per decision (``VOTE_COLUMNS``) of every proposal-review answer, in answer id
     order; ``filters["study"]`` limits it to one study."""
-    answers = Answer.objects.filter(assignment__item__study__kind=PROPOSAL_REVIEW.key)
+    answers = Answer.objects.filter(
+        assignment__item__study__kind=PROPOSAL_REVIEW.key, assignment__item__is_practice=False
+    )
     if filters.get("study") is not None:
         answers = answers.filter(Q(assignment__item__study_id=filters["study"]))
     values = answers.order_by("id").values_list(

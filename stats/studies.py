@@ -206,7 +206,8 @@ def study_data(study: Study) -> StudyData:
     names, excluded = _rater_names(study)
     answers = [
         _Answer(*row)
-        for row in Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
+        for row in Answer.objects.counted()
+        .filter(assignment__item__study=study)
         .order_by("id")
         .values_list(
             "assignment__item_id",
@@ -442,7 +443,8 @@ def _halo_judgments(study: Study, *, include_excluded: bool) -> tuple[HaloJudgme
     records: list[HaloJudgment] = []
     gold = left_out = 0
     for item_id, rater_id, details in (
-        Answer.objects.filter(assignment__item__study=study, retracted_at__isnull=True)
+        Answer.objects.counted()
+        .filter(assignment__item__study=study)
         .order_by("id")
         .values_list("assignment__item_id", "assignment__rater_id", "details")
     ):
@@ -499,11 +501,14 @@ def proposal_votes(
     counts: dict[tuple[int, str], list[int]] = {}
     raters: set[int] = set()
     answers = reject_all = 0
-    for item_id, rater_id, details in Answer.objects.filter(
-        assignment__item__study=study,
-        assignment__item__is_gold=False,
-        retracted_at__isnull=True,
-    ).values_list("assignment__item_id", "assignment__rater_id", "details"):
+    for item_id, rater_id, details in (
+        Answer.objects.counted()
+        .filter(
+            assignment__item__study=study,
+            assignment__item__is_gold=False,
+        )
+        .values_list("assignment__item_id", "assignment__rater_id", "details")
+    ):
         if rater_id in excluded and not include_excluded:
             continue
         raters.add(rater_id)

@@ -220,10 +220,10 @@ def trigger_sample(run: EvaluationRun, trigger: Trigger, filters: dict[str, str]
     }
     labels: dict[int | None, list[dict[str, str]]] = {}
     for answer in (
-        Answer.objects.filter(
+        Answer.objects.counted()
+        .filter(
             assignment__item__unit__in=[u.pk for u in units],
             assignment__item__study__kind=FailureModeKind.key,
-            retracted_at__isnull=True,
         )
         .select_related("assignment__rater__user", "assignment__item__study")
         .order_by("id")

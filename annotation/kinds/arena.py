@@ -201,6 +201,15 @@ class Arena(StudyKind):
     def answer_shown(self, answer) -> str:
         return CHOICE_LABELS.get(answer.details.get("choice"), answer.label)
 
+    def expected_shown(self, expected, assignment) -> str:
+        screen_ties = {label: choice for choice, label in SCREEN_TIES.items()}
+        if expected in screen_ties:
+            return CHOICE_LABELS[screen_ties[expected]]
+        sides = {label: side for side, label in SIDE_WINS.items()}
+        order = list(assignment.display.get("order") or [])
+        side = sides.get(expected)
+        return f"Response {order.index(side) + 1}" if side in order else expected
+
     def check(self, spec, errors) -> None:
         if not spec.selected_runs:
             return  # the common check says a run is needed

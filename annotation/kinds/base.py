@@ -87,6 +87,9 @@ COMMON_SHORTCUTS = (
     ),
     Shortcut("Esc", "leave the text box (shortcuts work again)"),
     Shortcut("u", "undo your last answer in this study"),
+    Shortcut("s", "skip this item (optional reason; it goes back to the pool for others)"),
+    Shortcut("g", "flag this item for staff: broken, offensive or unclear (not an answer)"),
+    Shortcut("h", "my answers: what you have answered and skipped in this study"),
     Shortcut("m", "show the texts raw, as written, or rendered (Markdown)"),
     Shortcut(ZOOM_KEY, "zoom the conversation's latest image (← / → the others; z or Esc closes)"),
     Shortcut("?", "show or hide this list"),
@@ -151,6 +154,13 @@ class StudyKind(ABC):
     def answer_shown(self, answer: Answer) -> str:
         """The answer as its annotator saw it (the workspace's "Your answer")."""
         return answer.label.title()
+
+    def expected_shown(self, expected: str, assignment: Assignment) -> str:
+        """A gold item's expected label as this rater saw the choices (a practice item's
+        feedback): by default as ``answer_shown`` shows an answer with that label. A kind whose
+        answers are screen positions maps it through ``assignment.display``, so the feedback
+        names no side's condition or source."""
+        return expected.title()
 
     def all_shortcuts(self) -> tuple[Shortcut, ...]:
         return (*self.shortcuts, *COMMON_SHORTCUTS)

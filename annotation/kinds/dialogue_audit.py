@@ -106,6 +106,11 @@ class DialogueAudit(StudyKind):
             return AuditDecision(answer.label).label
         return super().answer_shown(answer)
 
+    def expected_shown(self, expected, assignment) -> str:
+        if expected in AuditDecision.values:
+            return str(AuditDecision(expected).label)
+        return super().expected_shown(expected, assignment)
+
     def check(self, spec, errors) -> None:
         if spec.overlap != AUDITORS:
             errors["overlap"].append(

@@ -116,6 +116,12 @@ class Pairwise(StudyKind):
         choice = answer.details.get("choice")
         return "Tie" if choice == PairChoice.TIE else f"Response {choice}"
 
+    def expected_shown(self, expected, assignment) -> str:
+        order = list(assignment.display.get("order") or [])
+        if expected == Case.TIE or expected not in order:
+            return "Tie"
+        return f"Response {order.index(expected) + 1}"
+
     def check(self, spec, errors) -> None:
         if spec.run is not None:
             missing = {Condition.VANILLA, Condition.RUBRIC_INJECTED} - set(spec.run.conditions)

@@ -24,6 +24,18 @@ assignment; an answer that arrives after its item went to someone else is stored
 ``lapsed``. An answer after which the judge's verdict was shown (``answer_verdict_reveal``) is
 final: undo refuses it, or else a rater could answer again knowing the verdict and the agreement
 statistics would count the copy.
+
+Skip (``item_skip``): the rater gives their held item back, with an optional reason. Their
+assignment becomes ``SKIPPED`` — no longer a place on the item, so the item is free for others
+at once — and stays, so that ``sql.first_candidate`` (which passes over every item the rater
+ever held) never hands it to them again. An ``ItemSkip`` row records who, what, why and when.
+
+Item time limit (``Study.item_time_limit_s``): each hand-out (and each reopening by undo) sets
+``time_limit_ends_at``; a lease renewal does not move it, and the lease itself never runs past
+it by more than ``TIME_LIMIT_GRACE``, so the place is free for others then even if the rater's
+browser is gone. Once it has passed, the rater's next Next (the page's timer sends one) records
+the item as skipped with cause ``time_limit`` and hands out another; an answer that arrives
+more than ``TIME_LIMIT_GRACE`` after it is kept, retracted as ``time_limit``, and not counted.
 """
 
 from __future__ import annotations
@@ -41,14 +53,21 @@ from annotation.models import (
     Assignment,
     AssignmentRole,
     AssignmentState,
+    ItemSkip,
     Rater,
     RetractionReason,
+    SkipCause,
     Study,
     StudyItem,
     StudyStatus,
 )
+from annotation.services import onboarding
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
+# How long after an item's time limit its answer is still taken: the answer of a rater who
+# pressed Enter as the timer ran out is in flight for a moment.
+TIME_LIMIT_GRACE = timedelta(seconds=5)
+SKIP_REASON_MAX_CHARS = 500
 
 
 class AnswerRejected(Exception):
@@ -57,6 +76,10 @@ class AnswerRejected(Exception):
 
 class UndoRefused(Exception):
     """The last answer cannot be undone: the rater has seen the judge's verdict on its item."""
+
+
+class SkipRefused(Exception):
+    """The item cannot be skipped: the study is closed, or the rater no longer holds it."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +102,7 @@ class SubmitResult:
     # (the next item, a judge's verdict), already followed from it.
     kept_earlier: bool = False
     late: bool = False  # the item had gone to someone else: stored, not counted
+    timed_out: bool = False  # after the item's time limit (and its grace): stored, not counted
     following: Assignment | None = None  # with hand_out_next: the rater's next item, if any
 
 
@@ -90,9 +114,29 @@ def _lease(study: Study) -> timedelta:
     return timedelta(minutes=study.lease_minutes)
 
 
+def _lease_end(study: Study, now: datetime, time_limit_ends_at: datetime | None) -> datetime:
+    """A lease's end: ``lease_minutes`` from now, but never past the item's time limit (and its
+    grace), so that the place frees itself then whatever the rater's browser does."""
+    end = now + _lease(study)
+    if time_limit_ends_at is not None:
+        end = min(end, time_limit_ends_at + TIME_LIMIT_GRACE)
+    return end
+
+
+def _time_limit_end(study: Study, now: datetime) -> datetime | None:
+    if study.item_time_limit_s is None:
+        return None
+    return now + timedelta(seconds=study.item_time_limit_s)
+
+
+def time_is_up(assignment: Assignment, now: datetime) -> bool:
+    """Whether the item's time limit has run out for this assignment (none: never)."""
+    return assignment.time_limit_ends_at is not None and now >= assignment.time_limit_ends_at
+
+
 def _renew(assignment: Assignment, study: Study, now: datetime) -> Assignment:
     assignment.leased_at = now
-    assignment.lease_expires_at = now + _lease(study)
+    assignment.lease_expires_at = _lease_end(study, now, assignment.time_limit_ends_at)
     Assignment.objects.filter(pk=assignment.pk).update(
         state=AssignmentState.LEASED,
         leased_at=assignment.leased_at,
@@ -106,15 +150,27 @@ def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assi
     """A new assignment; ``holders`` (the places already taken) is the new rater's slot, which
     the kind's display rotates the side order by."""
     display = kinds.get(rater.study.kind).display(item, holders)
+    # Practice items are untimed and cannot be skipped: a practice item given back would leave
+    # its rater short of the practice the qualification threshold counts (services/onboarding).
+    time_limit_ends_at = None if item.is_practice else _time_limit_end(rater.study, now)
     assignment = Assignment.objects.create(
         item=item,
         rater=rater,
         role=AssignmentRole.ADJUDICATE if item.needs_adjudication else AssignmentRole.ANNOTATE,
         display=display,
         leased_at=now,
-        lease_expires_at=now + _lease(rater.study),
+        lease_expires_at=_lease_end(rater.study, now, time_limit_ends_at),
+        time_limit_ends_at=time_limit_ends_at,
     )
     return assignment
+
+
+def _release_as_skip(assignment: Assignment, *, cause: str, reason: str, now: datetime) -> ItemSkip:
+    """Give the item back: the assignment ``SKIPPED`` (no longer a place on the item; never
+    handed to this rater again) and its ``ItemSkip`` record. Rater's and item's rows locked."""
+    Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.SKIPPED)
+    assignment.state = AssignmentState.SKIPPED
+    return ItemSkip.objects.create(assignment=assignment, cause=cause, reason=reason, at=now)
 
 
 def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment | None:
@@ -123,7 +179,11 @@ def assignment_next(*, rater: Rater, now: datetime | None = None) -> Assignment 
     closed). See the module docstring for the locking that makes this safe under concurrency."""
     now = now or timezone.now()
     current = assignment_current(rater=rater)
-    if current is not None and current.lease_expires_at - now > _lease(rater.study) / 2:
+    if (
+        current is not None
+        and current.lease_expires_at - now > _lease(rater.study) / 2
+        and not time_is_up(current, now)
+    ):
         return current  # the common case (a reload, Next on the item shown): nothing to write
     return _hand_out_in_transaction(rater, now)
 
@@ -140,6 +200,11 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
     study = rater.study
     holds_an_item_lock = False
     for assignment in sql.leased(rater.pk):
+        if time_is_up(assignment, now):
+            _lock_item(assignment.item_id)
+            holds_an_item_lock = True
+            _release_as_skip(assignment, cause=SkipCause.TIME_LIMIT, reason="", now=now)
+            continue
         if assignment.lease_expires_at > now:
             return _renew(assignment, study, now)
         # Expired: still theirs unless the item filled up in the meantime.
@@ -149,6 +214,16 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
             return _renew(assignment, study, now)
         Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.LAPSED)
     if study.status != StudyStatus.OPEN:
+        return None
+    # Onboarding (services/onboarding.py): consent first, then the practice items in order,
+    # then real items only for a rater at or above the threshold (or let past by staff).
+    gate = onboarding.rater_gate(rater)
+    if gate is onboarding.Gate.PRACTICE:
+        practice = onboarding.next_practice_item(rater)
+        if practice is not None:
+            item = _lock_item(practice.pk)
+            return _take(rater, item, now, holders=sql.places_taken(item.pk, now))
+    if gate is not onboarding.Gate.OPEN:
         return None
     skipped: list[int] = []
     while True:
@@ -238,6 +313,11 @@ def _store_answer(
     if assignment.state == AssignmentState.DONE:
         live = assignment.answers.get(retracted_at__isnull=True)
         return SubmitResult(live, replayed=True, kept_earlier=not _same_answer(live, answer))
+    skip = None
+    if assignment.state == AssignmentState.SKIPPED:
+        skip = ItemSkip.objects.get(assignment=assignment)
+        if skip.cause == SkipCause.ANNOTATOR:
+            raise AnswerRejected("you skipped this item, so it went back to the pool")
     fields = {
         "assignment": assignment,
         "idempotency_key": idempotency_key,
@@ -250,6 +330,17 @@ def _store_answer(
         "submitted_at": now,
         "time_on_item_s": _time_on_item(elapsed_ms, assignment, now),
     }
+    timed_out = skip is not None or (
+        assignment.time_limit_ends_at is not None
+        and now >= assignment.time_limit_ends_at + TIME_LIMIT_GRACE
+    )
+    if timed_out:
+        if skip is None:
+            _release_as_skip(assignment, cause=SkipCause.TIME_LIMIT, reason="", now=now)
+        stored = Answer.objects.create(
+            **fields, retracted_at=now, retraction_reason=RetractionReason.TIME_LIMIT
+        )
+        return SubmitResult(stored, timed_out=True)
     lapsed = assignment.state == AssignmentState.LAPSED or (
         assignment.lease_expires_at <= now
         and sql.places_taken(item.pk, now, excluding=assignment.pk) >= item.required_answers
@@ -301,17 +392,79 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
             retracted_at=now, retraction_reason=RetractionReason.UNDO
         )
         if retracted != 1:
-            raise UndoRefused(
-                "you have seen the judge's verdict on that item, so your answer to it is final"
+            seen = (
+                "the expected answer to that practice item"
+                if item.is_practice
+                else ("the judge's verdict on that item")
             )
+            raise UndoRefused(f"you have seen {seen}, so your answer to it is final")
         assignment = answer.assignment
         assignment.completed_at, assignment.reopened = None, True
-        Assignment.objects.filter(pk=assignment.pk).update(completed_at=None, reopened=True)
+        # A reopened item gets its time limit afresh: the rater chose to look at it again.
+        if not item.is_practice:
+            assignment.time_limit_ends_at = _time_limit_end(rater.study, now)
+        Assignment.objects.filter(pk=assignment.pk).update(
+            completed_at=None, reopened=True, time_limit_ends_at=assignment.time_limit_ends_at
+        )
         _renew(assignment, rater.study, now)
         item.completed_answers -= 1
         _item_changed(item, rater.study, now)
         assignment.item = item
         return assignment
+
+
+@dataclass
+class SkipResult:
+    skip: ItemSkip
+    replayed: bool = False  # skipped already (a double press, another tab): nothing changed
+    following: Assignment | None = None  # with hand_out_next: the rater's next item, if any
+
+
+def item_skip(
+    *,
+    rater: Rater,
+    item_token: str,
+    reason: str = "",
+    hand_out_next: bool = False,
+    now: datetime | None = None,
+) -> SkipResult:
+    """Give back the item the rater holds (``reason`` optional, at most
+    ``SKIP_REASON_MAX_CHARS``): see the module docstring. Idempotent: skipping an item already
+    skipped returns the first skip. ``SkipRefused`` when the study is closed, the item is not
+    the rater's, or they have answered it (undo first) or lost it to someone else. With
+    ``hand_out_next``, the next item is handed out afterwards, in its own transaction (as
+    ``answer_submit`` does, for the same reason)."""
+    now = now or timezone.now()
+    reason = reason.strip()
+    if len(reason) > SKIP_REASON_MAX_CHARS or "\x00" in reason:
+        raise SkipRefused(f"a reason has at most {SKIP_REASON_MAX_CHARS} characters, no NUL")
+    with transaction.atomic():
+        rater = sql.rater_lock(rater)
+        if rater.study.status != StudyStatus.OPEN:
+            raise SkipRefused("this study is closed")
+        held = (
+            Assignment.objects.filter(rater=rater, item__token=item_token)
+            .values_list("pk", "item_id")
+            .first()
+        )
+        if held is None:
+            raise SkipRefused("this item is not yours")
+        _lock_item(held[1])
+        # Read after the item's lock; its state only changes under the rater's lock, held here.
+        assignment = Assignment.objects.select_related("skip", "item").get(pk=held[0])
+        if assignment.state == AssignmentState.SKIPPED:
+            return SkipResult(assignment.skip, replayed=True)
+        if assignment.state == AssignmentState.DONE:
+            raise SkipRefused("you have answered this item (undo your answer first)")
+        if assignment.state == AssignmentState.LAPSED:
+            raise SkipRefused("this item's time with you ran out and it went to someone else")
+        if assignment.item.is_practice:
+            raise SkipRefused("a practice item cannot be skipped: answer it to see the answer")
+        skip = _release_as_skip(assignment, cause=SkipCause.ANNOTATOR, reason=reason, now=now)
+    result = SkipResult(skip)
+    if hand_out_next:
+        result.following = _hand_out_in_transaction(rater, now)
+    return result
 
 
 def answer_verdict_reveal(*, answer_id: int, now: datetime | None = None) -> bool:

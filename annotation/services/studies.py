@@ -37,6 +37,7 @@ from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndp
 NAME_MAX_CHARS = cast(int, Study._meta.get_field("name").max_length)
 INSTRUCTIONS_MAX_CHARS = 10_000  # shown above every item: a page, not a book
 LEASE_MAX_MINUTES = 24 * 60
+TIME_LIMIT_MIN_S, TIME_LIMIT_MAX_S = 10, 24 * 3600  # Study.item_time_limit_s (and its check)
 MAX_ITEMS = 1_000_000
 SEED_MAX = 2**32 - 1  # what a random seed is drawn from (``secrets.randbits(32)``)
 GOLD_ERRORS_SHOWN = 20
@@ -69,6 +70,7 @@ class StudySpec:
     overlap: int = 2
     reason_required: bool = False
     lease_minutes: int = 30
+    item_time_limit_s: int | None = None  # seconds per item; None: no limit
     adjudicators: Sequence[User] = ()
     # The selection.
     run: EvaluationRun | None = None
@@ -83,6 +85,9 @@ class StudySpec:
     max_items: int | None = None  # a seeded random sample of this many (gold items extra)
     seed: int | None = None
     gold: str = ""  # one per line: KEY EXPECTED
+    # Crowd participants join through the study's link (services/participation.py): then no
+    # annotator need be chosen, and k is not bounded by the annotators chosen.
+    participation_enabled: bool = False
     # Items given rather than selected (an imported file's, e.g. HALO checkpoints): the kind's
     # ``select`` is not asked and no run is needed; ``imported_from`` names the file.
     drafts: Sequence[ItemDraft] | None = None
@@ -178,6 +183,12 @@ def check_study_settings(spec: StudySpec, errors: dict[str, list[str]]) -> None:
         errors["lease_minutes"].append(
             f"The lease must be between one minute and {LEASE_MAX_MINUTES} (a day)."
         )
+    limit_s = spec.item_time_limit_s
+    if limit_s is not None and not TIME_LIMIT_MIN_S <= limit_s <= TIME_LIMIT_MAX_S:
+        errors["item_time_limit_s"].append(
+            f"Leave empty for no time limit, or give {TIME_LIMIT_MIN_S} to "
+            f"{TIME_LIMIT_MAX_S:,} seconds."
+        )
     for field_name in ("max_items", "per_pair"):
         limit = getattr(spec, field_name)
         if limit is not None and not 1 <= limit <= MAX_ITEMS:
@@ -187,8 +198,12 @@ def check_study_settings(spec: StudySpec, errors: dict[str, list[str]]) -> None:
     if spec.seed is not None and not 0 <= spec.seed <= SEED_MAX:
         errors["seed"].append(f"Leave empty for a random seed, or give 0 to {SEED_MAX}.")
     annotators = list(dict.fromkeys(spec.annotators))
-    if not annotators:
-        errors["annotators"].append("Choose at least one annotator.")
+    if spec.participation_enabled:
+        pass  # participants join by the link: as many as come
+    elif not annotators:
+        errors["annotators"].append(
+            "Choose at least one annotator (or open the study to crowd participants)."
+        )
     elif len(annotators) < spec.overlap:
         errors["annotators"].append(
             f"{spec.overlap} annotators per item needs at least {spec.overlap} annotators; "
@@ -312,6 +327,8 @@ def study_create(*, spec: StudySpec, created_by: User | None = None) -> Study:
         overlap=spec.overlap,
         reason_required=spec.reason_required or kind.always_requires_reason,
         lease_minutes=spec.lease_minutes,
+        item_time_limit_s=spec.item_time_limit_s,
+        participation_enabled=spec.participation_enabled,
         reveal_judge_verdict=spec.reveal_judge_verdict
         and "reveal_judge_verdict" in kind.selection_fields,
         # A study over several runs (an arena) has no one run: its selection lists them.

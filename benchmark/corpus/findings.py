@@ -88,6 +88,8 @@ def protocol_findings(
     found: list[Finding] = []
 
     for trig in triggers:
+        if trig.type not in PHASE_WINDOWS:
+            continue  # INTERVENTION has no window: it goes wherever an image falls short
         low, high = PHASE_WINDOWS[trig.type]
         if not low <= trig.turn <= high:
             found.append(

@@ -23,6 +23,7 @@ from typing import Any
 
 from benchmark.corpus.styles import TRAITS
 from benchmark.curation.prompts import load_prompt
+from benchmark.curation.rubrics import intervention_rubric
 from benchmark.models import PHASE_WINDOWS, Blueprint, CommunicationStyle, Persona, Scenario
 from benchmark.providers.base import ChatMessage
 
@@ -56,6 +57,34 @@ class PersonaCard:
 
 
 @dataclass(frozen=True)
+class ScenarioImage:
+    """An image the scenario shows the assistant with a user turn, as the Planner knows it: a
+    description (the Planner never sees the image itself), and, when the image is insufficient
+    for the task, what is wrong with it and the user's action that would fix it."""
+
+    turn: int
+    description: str
+    problem: str = ""
+    """Empty when the image suffices."""
+    intervention: str = ""
+
+    @property
+    def insufficient(self) -> bool:
+        return bool(self.problem.strip())
+
+    def render(self) -> str:
+        line = f"- turn {self.turn}: {self.description}"
+        if not self.insufficient:
+            return line + " (sufficient: not an INTERVENTION trigger)"
+        rubric = intervention_rubric(problem=self.problem, intervention=self.intervention)
+        indented = rubric.render().replace("\n", "\n  ")
+        return (
+            f"{line}\n  Insufficient: {self.problem}. The action that fixes it: "
+            f"{self.intervention}.\n  Rubric if this turn is an INTERVENTION trigger:\n  {indented}"
+        )
+
+
+@dataclass(frozen=True)
 class ScenarioCard:
     domain: str
     title: str
@@ -64,6 +93,11 @@ class ScenarioCard:
     ideal_trajectory: str
     anchors: tuple[str, ...]
     """The scenario's anchors; the Planner and the loop refer to them by position."""
+    images: tuple[ScenarioImage, ...] = ()
+    """The images shown with user turns; an insufficient one allows an INTERVENTION trigger."""
+
+    def intervention_turns(self) -> list[int]:
+        return sorted({image.turn for image in self.images if image.insufficient})
 
     @classmethod
     def from_model(cls, scenario: Scenario) -> ScenarioCard:
@@ -197,6 +231,8 @@ class PlannerView:
             ideal_trajectory=self.scenario.ideal_trajectory or "(not given)",
             anchors=self._render_anchors(),
             roadmap=self.roadmap.render() if self.roadmap else "(no blueprint: plan freely)",
+            images="\n".join(image.render() for image in self.scenario.images)
+            or "(none: this scenario shows no images, so no turn can be an INTERVENTION trigger)",
             conversation=render_transcript(self.conversation, user_label="USER"),
             triggers="\n".join(
                 f"- turn {t.turn}: {t.type}, relying on anchors "

@@ -390,7 +390,20 @@ class _Curation:
     ) -> list[str]:
         problems = []
         referenced = list(dict.fromkeys(decision.referenced_anchors))
-        if not referenced:
+        if decision.trigger_type == TriggerType.INTERVENTION:
+            allowed = self.spec.scenario.intervention_turns()
+            if turn not in allowed:
+                problems.append(
+                    f"an INTERVENTION trigger needs an insufficient image on its turn; turn {turn} "
+                    "has none ("
+                    + (
+                        f"turns with one: {', '.join(map(str, allowed))}"
+                        if allowed
+                        else "this scenario has no insufficient image"
+                    )
+                    + ")"
+                )
+        elif not referenced:
             problems.append(
                 "a trigger point must list the anchors its rubric relies on in referenced_anchors"
             )

@@ -91,7 +91,7 @@ def demo_run_load() -> EvaluationRun:
     run.endpoints.set([endpoints[name] for name in DEMO_MODELS])
     run.judges.set([endpoints[name] for name in DEMO_JUDGES])
     units = {}
-    for (uid, turn, model, condition), reply in sorted(store.replies.items()):
+    for (uid, turn, model, condition, _images), reply in sorted(store.replies.items()):
         if (uid, turn) not in triggers or model not in DEMO_MODELS:
             continue
         units[(uid, turn, model, condition)] = EvaluationUnit(
@@ -107,7 +107,7 @@ def demo_run_load() -> EvaluationRun:
     EvaluationUnit.objects.bulk_create(units.values())
     judgments = []
     verdicts: dict[int, dict[str, str]] = {}
-    for (uid, turn, model, condition, judge), recorded in sorted(store.judgments.items()):
+    for (uid, turn, model, condition, judge, _images), recorded in sorted(store.judgments.items()):
         unit = units.get((uid, turn, model, condition))
         if unit is None or judge not in DEMO_JUDGES:
             continue
@@ -154,7 +154,9 @@ def _pairwise_load(run: EvaluationRun, units: dict, *, judges: dict[str, ModelEn
         if not line.strip():
             continue
         recorded = json.loads(line)
-        uid, turn, first, first_condition, second, second_condition, judge = pairwise_key(recorded)
+        uid, turn, first, first_condition, second, second_condition, judge, _images = pairwise_key(
+            recorded
+        )
         shown_first = units.get((uid, turn, first, first_condition))
         shown_second = units.get((uid, turn, second, second_condition))
         if shown_first is None or shown_second is None or judge not in judges:

@@ -42,7 +42,7 @@ from benchmark.models import (
     UnitState,
 )
 from benchmark.providers.replay import REPLAY
-from benchmark.vocabulary import Verdict, parse_verdict
+from benchmark.vocabulary import RELEASE_TRIGGER_TYPES, TRIGGER_TYPES, Verdict, parse_verdict
 
 _TOP_KEYS = ("unique_id_eval", "evaluated_model", "trigger_points", "turn_records")
 _DERIVED_KEYS = (
@@ -413,9 +413,13 @@ def results_export(
 
 
 def _export_record(dialogue, endpoint, units, judgments, meta: dict) -> dict[str, Any]:
+    # The release's three types always (the official file has all three); INTERVENTION (a
+    # Workbench extension) only when the dialogue has such a trigger.
+    present = {unit.trigger.type for unit in units}
     stats = {
         t: {**dict.fromkeys(Verdict.values, 0), "SKIPPED": 0}
-        for t in ("EMERGENT", "CRITICAL", "RECOVERY")
+        for t in TRIGGER_TYPES
+        if t in RELEASE_TRIGGER_TYPES or t in present
     }
     trigger_points, turn_records = [], []
     for unit in units:

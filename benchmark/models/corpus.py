@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from benchmark.providers import keys, registry
+from benchmark.vocabulary import TriggerType
 
 
 class Domain(models.Model):
@@ -252,13 +253,8 @@ def display_name_of(original: str) -> str:
     return "display/" + original.removeprefix("original/")
 
 
-class TriggerType(models.TextChoices):
-    EMERGENT = "EMERGENT", "Emergent"
-    CRITICAL = "CRITICAL", "Critical"
-    RECOVERY = "RECOVERY", "Recovery"
-
-
-# The nominal phase window of each trigger type (SPEC 2.1). Outside it is a protocol finding.
+# The nominal phase window of each of the release's trigger types (SPEC 2.1). Outside it is a
+# protocol finding. INTERVENTION has none: it belongs wherever a turn's image falls short.
 PHASE_WINDOWS: dict[str, tuple[int, int]] = {
     TriggerType.EMERGENT: (1, 3),
     TriggerType.CRITICAL: (4, 7),
@@ -290,7 +286,7 @@ class Trigger(models.Model):
     """A turn at which the assistant's reply is evaluated, with its prospective rubric."""
 
     turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="trigger")
-    type = models.CharField(max_length=10, choices=TriggerType.choices)
+    type = models.CharField(max_length=12, choices=TriggerType.choices)
     pass_criteria = models.TextField()
     partial_criteria = models.TextField()
     fail_criteria = models.TextField()
@@ -309,6 +305,9 @@ class Trigger(models.Model):
 
     @property
     def in_phase_window(self) -> bool:
+        """True for a type without a window (INTERVENTION): it cannot be outside one."""
+        if self.type not in PHASE_WINDOWS:
+            return True
         low, high = PHASE_WINDOWS[self.type]
         return low <= self.turn.index <= high
 

@@ -6,11 +6,14 @@ requires ``max_tokens``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
 
-from benchmark.providers.base import ChatRequest, ChatResult
+from benchmark.providers.base import ChatMessage, ChatRequest, ChatResult, ImagePart
+from benchmark.providers.images import anthropic_image_tokens, base64_data
+from benchmark.providers.ratelimit_headers import ObservedLimits, anthropic_limits
 from benchmark.providers.registry import ProviderSpec, register
 from benchmark.providers.sdk import SDKProvider
 
@@ -38,7 +41,10 @@ class AnthropicMessagesProvider(SDKProvider):
         return anthropic.AsyncAnthropic(**options, http_client=anthropic.DefaultAioHttpClient())
 
     def _send(self, client: Any, kwargs: dict[str, Any], timeout_s: float) -> Any:
-        return client.messages.create(**kwargs, timeout=timeout_s)
+        return client.messages.with_raw_response.create(**kwargs, timeout=timeout_s)
+
+    def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
+        return anthropic_limits(headers)
 
     def _max_output_tokens(self, params: dict[str, Any]) -> int | None:
         return params.get("max_tokens") or DEFAULT_MAX_TOKENS
@@ -48,13 +54,12 @@ class AnthropicMessagesProvider(SDKProvider):
         kwargs: dict[str, Any] = {
             "model": request.model,
             "max_tokens": extra.pop("max_tokens", None) or DEFAULT_MAX_TOKENS,
-            "messages": [
-                {"role": m.role, "content": m.content}
-                for m in request.messages
-                if m.role != "system"
-            ],
+            "messages": [self._message(m) for m in request.messages if m.role != "system"],
         }
-        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        # _user_images refuses a system message's images, which ``system`` (text) cannot carry.
+        system = "\n\n".join(
+            m.content for m in request.messages if m.role == "system" and not self._user_images(m)
+        )
         if system:
             kwargs["system"] = system
         if "stop" in extra:
@@ -65,6 +70,32 @@ class AnthropicMessagesProvider(SDKProvider):
             kwargs["extra_body"] = extra
         return kwargs
 
+    def _image_tokens(self, image: ImagePart) -> int:
+        return anthropic_image_tokens(image)
+
+    def _message(self, message: ChatMessage) -> dict[str, Any]:
+        """A text-only message keeps plain string content; a user message with images becomes
+        content blocks: its text (left out when empty: the API refuses an empty text block),
+        then one base64 image block per image, in corpus order."""
+        images = self._user_images(message)
+        if not images:
+            return {"role": message.role, "content": message.content}
+        blocks: list[dict[str, Any]] = []
+        if message.content.strip():
+            blocks.append({"type": "text", "text": message.content})
+        blocks += [
+            {
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": image.media_type,
+                    "data": base64_data(image),
+                },
+            }
+            for image in images
+        ]
+        return {"role": message.role, "content": blocks}
+
     def _result(self, message: Any, latency_s: float, attempts: int) -> ChatResult:
         blocks = getattr(message, "content", None) or []
         text = "".join(block.text for block in blocks if getattr(block, "type", "") == "text")
@@ -72,7 +103,8 @@ class AnthropicMessagesProvider(SDKProvider):
             raise self._empty_reply(f"stop_reason={message.stop_reason}")
         usage = message.usage
         # Anthropic counts cached prompt tokens apart from input_tokens; add them back so that
-        # input_tokens means "the whole prompt", as it does for OpenAI.
+        # input_tokens means "the whole prompt", as it does for OpenAI. Image tokens are part
+        # of input_tokens already.
         input_tokens = (
             (usage.input_tokens or 0)
             + (getattr(usage, "cache_creation_input_tokens", None) or 0)

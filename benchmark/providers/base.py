@@ -72,12 +72,21 @@ class ChatRequest:
     replay_key: ReplayKey | None = None
 
     def payload(self) -> dict[str, Any]:
-        """What identifies the call for caching and what tests inspect for isolation."""
+        """What identifies the call for caching and what tests inspect for isolation. An image
+        is identified by its sha256 (under ``images``, only on a message that has any, so a
+        text-only call's payload is what it always was)."""
         return {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in self.messages],
+            "messages": [_message_payload(m) for m in self.messages],
             "params": dict(sorted(self.params.items())),
         }
+
+
+def _message_payload(message: ChatMessage) -> dict[str, Any]:
+    payload: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.images:
+        payload["images"] = [image.sha256 for image in message.images]
+    return payload
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ def provider_for(endpoint: ModelEndpoint) -> ChatProvider:
         tpm=tpm,
         max_concurrency=concurrency,
         lease_s=timeout_s + LEASE_MARGIN_S,
+        learn=True,  # limits not configured are learnt from the vendor's headers
     )
     base_url = endpoint.base_url or None
     if spec.needs_base_url and not base_url:

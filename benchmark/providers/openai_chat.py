@@ -8,12 +8,22 @@ actually implement. Another compatible vendor is one more small subclass of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import openai
+from openai._constants import RAW_RESPONSE_HEADER
 from openai.types.chat import ChatCompletion
 
-from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
+from benchmark.providers.base import (
+    ChatMessage,
+    ChatRequest,
+    ChatResult,
+    ImagePart,
+    ProviderError,
+)
+from benchmark.providers.images import data_url, openai_image_tokens
+from benchmark.providers.ratelimit_headers import ObservedLimits, openai_limits
 from benchmark.providers.registry import ProviderSpec, register
 from benchmark.providers.sdk import SDKProvider
 
@@ -50,18 +60,23 @@ class OpenAIChatProvider(SDKProvider):
         # The SDK's own client and HTTP stack, but its generic post: the typed create()
         # re-walks every message through TypedDict transforms, which cost more CPU than the
         # rest of a call at benchmark volume (bench/pipeline.py).
+        # The raw-response header is what ``with_raw_response`` sets: the SDK then answers its
+        # raw response, whose headers carry the rate limits (sdk.py).
         return client.post(
             "/chat/completions",
             body=kwargs,
             cast_to=ChatCompletion,
-            options={"timeout": timeout_s},
+            options={"timeout": timeout_s, "headers": {RAW_RESPONSE_HEADER: "true"}},
         )
+
+    def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
+        return openai_limits(headers)
 
     def _create_kwargs(self, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
         extra = dict(params)
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [self._message(m) for m in request.messages],
         }
         for name in _NAMED_PARAMS:
             if name in extra:
@@ -70,6 +85,22 @@ class OpenAIChatProvider(SDKProvider):
             kwargs[self.max_tokens_param] = extra.pop("max_tokens")
         kwargs.update(extra)  # anything else goes into the body as it is
         return kwargs
+
+    def _image_tokens(self, image: ImagePart) -> int:
+        return openai_image_tokens(image)
+
+    def _message(self, message: ChatMessage) -> dict[str, Any]:
+        """A text-only message keeps plain string content (what every compatible server takes);
+        a user message with images becomes content parts: its text, then each image as a data
+        URL, in corpus order. An empty text part is left out (nothing to say beside the image)."""
+        images = self._user_images(message)
+        if not images:
+            return {"role": message.role, "content": message.content}
+        parts: list[dict[str, Any]] = []
+        if message.content.strip():
+            parts.append({"type": "text", "text": message.content})
+        parts += [{"type": "image_url", "image_url": {"url": data_url(image)}} for image in images]
+        return {"role": message.role, "content": parts}
 
     def _result(self, completion: Any, latency_s: float, attempts: int) -> ChatResult:
         choices = getattr(completion, "choices", None) or []
@@ -85,6 +116,8 @@ class OpenAIChatProvider(SDKProvider):
         if not text or not text.strip():
             raise self._empty_reply(f"finish_reason={choice.finish_reason}")
         usage = completion.usage
+        # prompt_tokens already counts the images (prompt_tokens_details only breaks out cached
+        # and audio tokens), so input_tokens, and the cost billed from it, include them.
         details = getattr(usage, "completion_tokens_details", None) if usage else None
         completion_tokens = (usage.completion_tokens or 0) if usage else 0
         reasoning_tokens = (getattr(details, "reasoning_tokens", None) or 0) if details else 0

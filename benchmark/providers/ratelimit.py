@@ -12,6 +12,19 @@ on every machine; without it (the embedded mode: one process) in-process equival
   of the Redis server, so the machines' clocks need not agree.
 - Concurrency: a semaphore whose slots are leases with an expiry, so a slot held by a worker
   that was killed mid-call frees itself once its lease runs out.
+- Learnt limits: a limit the endpoint does not configure is learnt from the vendor's rate-limit
+  headers (ratelimit_headers.py), which providers hand to ``EndpointLimiter.observe``. A newly
+  seen limit is stored beside the buckets (``{prefix}:learnt``, so every worker obeys it) and
+  the buckets restart from what the server said remains; after that the client's buckets run
+  on their own (re-syncing on every response would throw away the fractions of a request they
+  have refilled, and lag the server by a round trip). A 429 re-syncs them down to the server's
+  remaining budget, since it proves they were out of step (another client on the same key).
+  Until a process has seen a limit it sends unthrottled (and charges those calls when it learns
+  one: ``_unmetered_after``), and an endpoint whose server sends no such headers (most
+  OpenAI-compatible servers) never costs a Redis round trip for its rate.
+- Waiting: in a process, the coroutines (or threads) waiting on one endpoint's rate queue on a
+  lock, so only the head of the queue polls the buckets; otherwise every waiter would wake
+  and ask Redis each time one request's budget refills (hundreds of calls per grant).
 
 ``limiters_for`` hands out one ``EndpointLimiter`` per endpoint and process; providers call
 ``with limiter.acquire(estimated_tokens): <one HTTP attempt>``.
@@ -26,15 +39,19 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, Self
 
 import redis
 from django.conf import settings
 
-from benchmark.providers.base import ChatMessage, ProviderError
+from benchmark.providers.base import ChatMessage, ImagePart, ProviderError
+from benchmark.providers.images import openai_image_tokens
+from benchmark.providers.ratelimit_headers import ObservedLimits
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +63,45 @@ DEFAULT_LEASE_S = 300.0
 DEFAULT_OUTPUT_TOKENS_ESTIMATE = 1024
 _POLL_S = 0.05
 """How often a Redis concurrency waiter looks again: releases are not pushed to waiters."""
+_UNMETERED_KEPT = 4096
+"""Send times kept of requests let through before any limit was known (``_unmetered_after``);
+bounded, since a server that never sends limits would otherwise grow the list forever."""
+LEARNT_TTL_S = 3600.0
+"""How long a learnt limit is kept in Redis after it was last confirmed."""
+LEARNT_RECHECK_S = 60.0
+"""How often a process confirms (in Redis) a learnt limit it keeps seeing unchanged."""
 
 
 def estimate_request_tokens(
-    messages: Iterable[ChatMessage], *, max_output_tokens: int | None
+    messages: Iterable[ChatMessage],
+    *,
+    max_output_tokens: int | None,
+    image_tokens: Callable[[ImagePart], int] | None = None,
 ) -> int:
     """Tokens a call may use, for the tokens/min bucket: prompt characters / 4 (OpenAI's rule of
-    thumb for English) plus the output budget, which is also how OpenAI counts a request against
-    its own tokens/min limit before it knows the real output."""
+    thumb for English), plus each image's tokens by the vendor's formula (``image_tokens``, from
+    ``benchmark.providers.images``; OpenAI's when not given), plus the output budget, which is
+    also how OpenAI counts a request against its own tokens/min limit before it knows the real
+    output."""
+    messages = tuple(messages)
     prompt = sum(len(message.content) for message in messages) // 4
+    images = [image for message in messages for image in message.images]
+    if images:
+        count = image_tokens or openai_image_tokens
+        prompt += sum(count(image) for image in images)
     return prompt + (max_output_tokens or DEFAULT_OUTPUT_TOKENS_ESTIMATE)
+
+
+def _unmetered_after(sent: deque[float], sent_at: float | None) -> int:
+    """Requests let through unmetered that the server's remaining budget, reported with the
+    response to a request sent at ``sent_at``, may not count: the vendors count a request when
+    it is admitted, so those sent after it (all of them, if ``sent_at`` is unknown). Charging
+    them when a limit is first learnt keeps processes that start at once from overspending by
+    about their calls in flight (tests/benchmark/providers/test_ratelimit_processes.py); a
+    request sent after it but admitted before it is charged twice, on the safe side."""
+    if sent_at is None:
+        return len(sent)
+    return sum(1 for when in sent if when > sent_at)
 
 
 class Lease:
@@ -86,6 +132,13 @@ class RateLimiter(Protocol):
 
     def acquire(self, tokens: int = 0, *, sleep: Sleep = time.sleep) -> float:
         """Wait until the call fits, take it, and return the seconds waited."""
+        ...
+
+    def observe(
+        self, limits: ObservedLimits, *, refused: bool = False, sent_at: float | None = None
+    ) -> None:
+        """Learn from a response's rate-limit headers (``refused``: it was a 429; ``sent_at``:
+        when its request left, ``time.monotonic``)."""
         ...
 
 
@@ -124,32 +177,41 @@ class _BlockingAcquire(ABC):
 
 
 class LocalRateLimiter(_BlockingAcquire):
-    """Thread-safe token buckets for one process. ``None`` limits are unlimited; a request for
-    more tokens than a whole minute's budget is treated as a full bucket (it could never fit)."""
+    """Thread-safe token buckets for one process. ``None`` limits are unlimited (or, with
+    ``learn``, learnt by ``observe``); a request for more tokens than a whole minute's budget is
+    treated as a full bucket (it could never fit)."""
 
-    def __init__(self, *, rpm: int | None, tpm: int | None, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        rpm: int | None,
+        tpm: int | None,
+        learn: bool = False,
+        clock: Clock = time.monotonic,
+    ) -> None:
         _check_limit("rpm", rpm)
         _check_limit("tpm", tpm)
         self.rpm, self.tpm = rpm, tpm
+        self.learns_rpm, self.learns_tpm = learn and rpm is None, learn and tpm is None
         self._clock = clock
         self._lock = threading.Lock()
+        self._unmetered: deque[float] = deque(maxlen=_UNMETERED_KEPT)
+        """As ``RedisRateLimiter._unmetered``."""
         self._requests = float(rpm or 0)
         self._tokens = float(tpm or 0)
         self._updated = clock()
 
     def try_acquire(self, tokens: int = 0) -> float:
         with self._lock:
-            now = self._clock()
-            elapsed = max(0.0, now - self._updated)
-            self._updated = now
+            if (self.learns_rpm or self.learns_tpm) and not (self.rpm or self.tpm):
+                self._unmetered.append(time.monotonic())
+                return 0.0
+            self._refill_locked()
             wait_s = 0.0
-            if self.rpm:
-                self._requests = min(self.rpm, self._requests + elapsed * self.rpm / 60)
-                if self._requests < 1:
-                    wait_s = (1 - self._requests) * 60 / self.rpm
+            if self.rpm and self._requests < 1:
+                wait_s = (1 - self._requests) * 60 / self.rpm
             if self.tpm:
                 tokens = min(tokens, self.tpm)
-                self._tokens = min(self.tpm, self._tokens + elapsed * self.tpm / 60)
                 if self._tokens < tokens:
                     wait_s = max(wait_s, (tokens - self._tokens) * 60 / self.tpm)
             if wait_s > 0:
@@ -159,6 +221,48 @@ class LocalRateLimiter(_BlockingAcquire):
             if self.tpm:
                 self._tokens -= tokens
             return 0.0
+
+    def observe(
+        self, limits: ObservedLimits, *, refused: bool = False, sent_at: float | None = None
+    ) -> None:
+        with self._lock:
+            self._refill_locked()
+            changed = False
+            if self.learns_rpm and limits.rpm and limits.rpm != self.rpm:
+                self.rpm, changed = limits.rpm, True
+            if self.learns_tpm and limits.tpm and limits.tpm != self.tpm:
+                self.tpm, changed = limits.tpm, True
+            charge = 0
+            if changed and self._unmetered:
+                charge = _unmetered_after(self._unmetered, sent_at)
+                self._unmetered.clear()
+            if not (changed or refused):
+                return
+            requests, tokens = limits.remaining_requests, limits.remaining_tokens
+            if changed:
+                # A new limit: start from what the server said remains (full if it did not).
+                if self.rpm:
+                    self._requests = float(
+                        self.rpm if requests is None else min(requests, self.rpm)
+                    )
+                    self._requests -= charge
+                if self.tpm:
+                    self._tokens = float(self.tpm if tokens is None else min(tokens, self.tpm))
+            else:
+                # A 429: never more than the server said remains.
+                if requests is not None:
+                    self._requests = min(self._requests, float(requests))
+                if tokens is not None:
+                    self._tokens = min(self._tokens, float(tokens))
+
+    def _refill_locked(self) -> None:
+        now = self._clock()
+        elapsed = max(0.0, now - self._updated)
+        self._updated = now
+        if self.rpm:
+            self._requests = min(self.rpm, self._requests + elapsed * self.rpm / 60)
+        if self.tpm:
+            self._tokens = min(self.tpm, self._tokens + elapsed * self.tpm / 60)
 
 
 class LocalConcurrencyLimiter:
@@ -232,13 +336,19 @@ def _client_failures(client: redis.Redis) -> Iterator[None]:
         raise redis.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
-# KEYS[1]: hash {req, tok, ts}. ARGV: rpm, tpm (0 = unlimited), tokens wanted.
+# KEYS[1]: hash {req, tok, ts}; KEYS[2]: hash {rpm, tpm} of learnt limits. ARGV: rpm, tpm
+# (0 = unlimited, -1 = the learnt one, unlimited while none is), tokens wanted.
 # Returns 0 when granted (and taken), else the milliseconds to wait (nothing taken).
 # Buckets start full and hold one minute's budget; state is written only when a call is granted.
 _RATE_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rpm, tpm, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if rpm < 0 or tpm < 0 then
+  local learnt = redis.call('HMGET', KEYS[2], 'rpm', 'tpm')
+  if rpm < 0 then rpm = tonumber(learnt[1]) or 0 end
+  if tpm < 0 then tpm = tonumber(learnt[2]) or 0 end
+end
 local state = redis.call('HMGET', KEYS[1], 'req', 'tok', 'ts')
 local elapsed = math.max(0, now - (tonumber(state[3]) or now))
 local wait, req, tok = 0, 0, 0
@@ -255,6 +365,56 @@ if wait > 0 then return math.max(1, math.ceil(wait)) end
 redis.call('HSET', KEYS[1], 'req', tostring(req - 1), 'tok', tostring(tok - want), 'ts', now)
 redis.call('PEXPIRE', KEYS[1], 61000)
 return 0
+"""
+
+# KEYS[1]: the buckets' hash, KEYS[2]: the learnt limits' hash. ARGV: rpm, tpm (0: not
+# seen), remaining requests, remaining tokens (-1: not seen), 1 to re-sync the buckets even if
+# no limit changed (after a 429), the learnt hash's expiry in ms, the configured rpm and tpm
+# (0: none; they bound the buckets in place of a learnt limit), and requests to charge: ones
+# this process sent before it knew any limit that the server's count may miss (``observe``).
+# A limit seen for the first time (or changed) is stored, and the buckets restart from what
+# the server said remains. Returns 1 if the buckets were written.
+_LEARN_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rem_req, rem_tok, resync = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local charge = tonumber(ARGV[9])
+local old = redis.call('HMGET', KEYS[2], 'rpm', 'tpm')
+local changed = false
+if rpm > 0 and tonumber(old[1]) ~= rpm then
+  redis.call('HSET', KEYS[2], 'rpm', rpm)
+  changed = true
+end
+if tpm > 0 and tonumber(old[2]) ~= tpm then
+  redis.call('HSET', KEYS[2], 'tpm', tpm)
+  changed = true
+end
+if rpm > 0 or tpm > 0 then redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[6])) end
+if not (changed or resync or charge > 0) then return 0 end
+local cap_rpm, cap_tpm = tonumber(ARGV[7]), tonumber(ARGV[8])
+if cap_rpm > 0 then rpm = cap_rpm elseif rpm <= 0 then rpm = tonumber(old[1]) or 0 end
+if cap_tpm > 0 then tpm = cap_tpm elseif tpm <= 0 then tpm = tonumber(old[2]) or 0 end
+-- the buckets as they stand now (the rate script's refill)
+local state = redis.call('HMGET', KEYS[1], 'req', 'tok', 'ts')
+local elapsed = math.max(0, now - (tonumber(state[3]) or now))
+local req = math.min(rpm, (tonumber(state[1]) or rpm) + elapsed * rpm / 60000)
+local tok = math.min(tpm, (tonumber(state[2]) or tpm) + elapsed * tpm / 60000)
+if changed then
+  -- a new limit: start from what the server said remains (a full bucket if it did not say)
+  req = rpm
+  if rem_req >= 0 then req = math.min(rem_req, rpm) end
+  tok = tpm
+  if rem_tok >= 0 then tok = math.min(rem_tok, tpm) end
+elseif resync then
+  -- a 429: never more than the server said remains (nothing changes if it did not say)
+  if rem_req >= 0 then req = math.min(rem_req, req) end
+  if rem_tok >= 0 then tok = math.min(rem_tok, tok) end
+end
+if rpm > 0 then req = req - charge end
+redis.call('HSET', KEYS[1], 'req', tostring(req), 'tok', tostring(tok), 'ts', now)
+redis.call('PEXPIRE', KEYS[1], 61000)
+return 1
 """
 
 # KEYS[1]: sorted set of lease id -> expiry (ms, Redis clock). ARGV: limit, lease id, lease ms.
@@ -277,8 +437,9 @@ return math.max(1, math.ceil(tonumber(first[2]) - now))
 class RedisRateLimiter(_BlockingAcquire):
     """The token buckets of ``LocalRateLimiter``, kept in Redis under ``{key_prefix}:rate``.
 
-    Limits travel with every call rather than living in Redis, so an edited endpoint takes
-    effect at once and two processes never disagree about which limits are stored."""
+    Configured limits travel with every call rather than living in Redis, so an edited endpoint
+    takes effect at once and two processes never disagree about which limits are stored. Learnt
+    ones (``learn``: the limits not configured) live under ``{key_prefix}:learnt``, shared."""
 
     def __init__(
         self,
@@ -287,21 +448,83 @@ class RedisRateLimiter(_BlockingAcquire):
         key_prefix: str,
         rpm: int | None = None,
         tpm: int | None = None,
+        learn: bool = False,
+        clock: Clock = time.monotonic,
     ) -> None:
         _check_limit("rpm", rpm)
         _check_limit("tpm", tpm)
         self.rpm, self.tpm = rpm, tpm
+        self.learns_rpm, self.learns_tpm = learn and rpm is None, learn and tpm is None
         self.key_prefix = key_prefix
         self.key = f"{key_prefix}:rate"
+        self.learnt_key = f"{key_prefix}:learnt"
         self._redis = redis_client
         self._script = redis_client.register_script(_RATE_SCRIPT)
+        self._learn_script = redis_client.register_script(_LEARN_SCRIPT)
+        self._clock = clock
+        self._seen: tuple[int | None, int | None] | None = None
+        """The learnt limits this process last stored or confirmed, and when."""
+        self._seen_at = 0.0
+        self._looked_up_at: float | None = None
+        self._unmetered: deque[float] = deque(maxlen=_UNMETERED_KEPT)
+        """When (``time.monotonic``) the requests let through while no limit was known left."""
 
     def try_acquire(self, tokens: int = 0) -> float:
+        if self.rpm is None and self.tpm is None and not self._knows_learnt_limits():
+            self._unmetered.append(time.monotonic())
+            return 0.0  # nothing configured, nothing learnt yet: no Redis round trip
+        rpm = self.rpm or (-1 if self.learns_rpm else 0)
+        tpm = self.tpm or (-1 if self.learns_tpm else 0)
         with _client_failures(self._redis):
-            wait_ms = self._script(
-                keys=[self.key], args=[self.rpm or 0, self.tpm or 0, int(tokens)]
-            )
+            wait_ms = self._script(keys=[self.key, self.learnt_key], args=[rpm, tpm, int(tokens)])
         return int(wait_ms) / 1000
+
+    def _knows_learnt_limits(self) -> bool:
+        """Whether any limit was learnt, by this process or (looked up once a recheck period
+        while none is known) by another one."""
+        if self._seen is not None:
+            return True
+        now = self._clock()
+        if self._looked_up_at is not None and now - self._looked_up_at < LEARNT_RECHECK_S:
+            return False
+        self._looked_up_at = now
+        with _client_failures(self._redis):
+            rpm, tpm = self._redis.hmget(self.learnt_key, ["rpm", "tpm"])
+        if rpm is not None or tpm is not None:
+            self._seen = (int(rpm) if rpm else None, int(tpm) if tpm else None)
+            self._seen_at = now
+        return self._seen is not None
+
+    def observe(
+        self, limits: ObservedLimits, *, refused: bool = False, sent_at: float | None = None
+    ) -> None:
+        rpm = limits.rpm if self.learns_rpm else None
+        tpm = limits.tpm if self.learns_tpm else None
+        if rpm is None and tpm is None and not refused:
+            return
+        seen = (rpm, tpm)
+        now = self._clock()
+        if not refused and seen == self._seen and now - self._seen_at < LEARNT_RECHECK_S:
+            return  # the common case: nothing new, no round trip
+        charge = _unmetered_after(self._unmetered, sent_at) if self._seen is None else 0
+        with _client_failures(self._redis):
+            self._learn_script(
+                keys=[self.key, self.learnt_key],
+                args=[
+                    rpm or 0,
+                    tpm or 0,
+                    -1 if limits.remaining_requests is None else limits.remaining_requests,
+                    -1 if limits.remaining_tokens is None else limits.remaining_tokens,
+                    1 if refused else 0,
+                    int(LEARNT_TTL_S * 1000),
+                    self.rpm or 0,
+                    self.tpm or 0,
+                    charge,
+                ],
+            )
+        if rpm is not None or tpm is not None:
+            self._seen, self._seen_at = seen, now
+            self._unmetered.clear()
 
 
 class RedisConcurrencyLimiter:
@@ -367,6 +590,12 @@ class EndpointLimiter:
 
     rate: RateLimiter | None = None
     concurrency: ConcurrencyLimiter | None = None
+    # The rate's waiting queue in this process (the module docstring says why): a lock for
+    # threads, and one per event loop for coroutines (an asyncio lock belongs to one loop).
+    _thread_queue: threading.Lock = field(default_factory=threading.Lock, compare=False)
+    _loop_queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
+        default_factory=weakref.WeakKeyDictionary, compare=False
+    )
 
     def acquire(self, estimated_tokens: int, *, sleep: Sleep = time.sleep) -> Lease:
         """Wait for the rate budget, then for a slot; release the returned lease after the call.
@@ -375,7 +604,8 @@ class EndpointLimiter:
         outage becomes a retryable ``ProviderError``, so the caller's backoff applies to it."""
         try:
             if self.rate is not None:
-                self.rate.acquire(estimated_tokens, sleep=sleep)
+                with self._thread_queue:
+                    self.rate.acquire(estimated_tokens, sleep=sleep)
             if self.concurrency is not None:
                 return self.concurrency.acquire(sleep=sleep)
         except redis.RedisError as exc:
@@ -392,8 +622,9 @@ class EndpointLimiter:
         waiting between tries is where other calls run."""
         try:
             if self.rate is not None:
-                while (wait_s := self.rate.try_acquire(estimated_tokens)) > 0:
-                    await asyncio.sleep(wait_s)
+                async with self._loop_queue():
+                    while (wait_s := self.rate.try_acquire(estimated_tokens)) > 0:
+                        await asyncio.sleep(wait_s)
             if self.concurrency is not None:
                 while (lease := self.concurrency.try_acquire()) is None:
                     await asyncio.sleep(_POLL_S)
@@ -404,6 +635,26 @@ class EndpointLimiter:
                 retryable=True,
             ) from exc
         return Lease()
+
+    def observe(
+        self, limits: ObservedLimits, *, refused: bool = False, sent_at: float | None = None
+    ) -> None:
+        """Hand the rate limiter what a response's headers said (``refused``: a 429;
+        ``sent_at``: when its request left, ``time.monotonic``). Best effort: the call itself
+        is over, so a Redis outage here is logged, not raised."""
+        if self.rate is None or (limits.empty and not refused):
+            return
+        try:
+            self.rate.observe(limits, refused=refused, sent_at=sent_at)
+        except redis.RedisError as exc:
+            logger.warning("could not store the limits learnt for %s: %s", self.rate, exc)
+
+    def _loop_queue(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        queue = self._loop_queues.get(loop)
+        if queue is None:
+            queue = self._loop_queues[loop] = asyncio.Lock()
+        return queue
 
 
 _limiters: dict[tuple[object, ...], EndpointLimiter] = {}
@@ -418,9 +669,11 @@ def limiters_for(
     tpm: int | None,
     max_concurrency: int | None,
     lease_s: float = DEFAULT_LEASE_S,
+    learn: bool = False,
 ) -> EndpointLimiter:
     """The process-wide limiter of an endpoint: Redis-backed when ``settings.REDIS_URL`` is set
-    (shared with every other worker), in-process otherwise.
+    (shared with every other worker), in-process otherwise. With ``learn``, the rate limits not
+    given here are learnt from the vendor's headers (``EndpointLimiter.observe``).
 
     One instance per (endpoint, limits): local buckets must be shared by every thread to mean
     anything, and an edited limit gets a fresh limiter instead of a stale one."""
@@ -428,11 +681,13 @@ def limiters_for(
     _check_limit("tpm", tpm)
     _check_limit("max_concurrency", max_concurrency)
     redis_url = getattr(settings, "REDIS_URL", None) or None
-    key = (redis_url, endpoint_name, rpm, tpm, max_concurrency, lease_s)
+    key = (redis_url, endpoint_name, rpm, tpm, max_concurrency, lease_s, learn)
     with _registry_lock:
         limiter = _limiters.get(key)
         if limiter is None:
-            limiter = _build_limiter(endpoint_name, redis_url, rpm, tpm, max_concurrency, lease_s)
+            limiter = _build_limiter(
+                endpoint_name, redis_url, rpm, tpm, max_concurrency, lease_s, learn
+            )
             _limiters[key] = limiter
         return limiter
 
@@ -444,11 +699,12 @@ def _build_limiter(
     tpm: int | None,
     max_concurrency: int | None,
     lease_s: float,
+    learn: bool,
 ) -> EndpointLimiter:
-    has_rate = rpm is not None or tpm is not None
+    has_rate = rpm is not None or tpm is not None or learn
     if redis_url is None:
         return EndpointLimiter(
-            rate=LocalRateLimiter(rpm=rpm, tpm=tpm) if has_rate else None,
+            rate=LocalRateLimiter(rpm=rpm, tpm=tpm, learn=learn) if has_rate else None,
             concurrency=(
                 LocalConcurrencyLimiter(max_concurrency, lease_s=lease_s)
                 if max_concurrency
@@ -461,7 +717,11 @@ def _build_limiter(
         client = _redis_clients[redis_url] = redis.Redis.from_url(redis_url)
     prefix = f"proactbench:limits:{endpoint_name}"
     return EndpointLimiter(
-        rate=RedisRateLimiter(client, key_prefix=prefix, rpm=rpm, tpm=tpm) if has_rate else None,
+        rate=(
+            RedisRateLimiter(client, key_prefix=prefix, rpm=rpm, tpm=tpm, learn=learn)
+            if has_rate
+            else None
+        ),
         concurrency=(
             RedisConcurrencyLimiter(
                 client, key_prefix=prefix, limit=max_concurrency, lease_s=lease_s

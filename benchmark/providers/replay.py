@@ -3,8 +3,10 @@ pairwise verdicts and curation agents' answers, offline and free.
 
 It lets the whole pipeline (curation, evaluation, judging, analysis) run without a key or a
 network — the demo, CI, and anyone reproducing published numbers from the released recordings.
-A request is identified by its ``ReplayKey``, never by its text, so prompt edits do not break
-replay.
+A request is identified by its ``ReplayKey`` and the sha256 of the images its user messages
+carry (in order; none for a text-only request), never by its text, so prompt edits do not break
+replay while a different image is a different recording. A recording row names its images in an
+optional ``images`` list of hex digests; a row without one is a text-only recording.
 """
 
 from __future__ import annotations
@@ -12,26 +14,32 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmark.providers.base import ChatMessage, ChatRequest, ChatResult, ProviderError, ReplayKey
+from benchmark.providers.images import request_images
 from benchmark.providers.registry import Connection, ProviderSpec, register
 
 REPLAY = "replay"
 DEMO_DATA_DIR = Path(__file__).resolve().parent.parent / "demo_data"
 
-ReplyKey = tuple[str, int, str, str]
-"""(unique_id_eval, turn, model, condition)"""
-JudgmentKey = tuple[str, int, str, str, str]
-"""(unique_id_eval, turn, model, condition, judge)"""
-PairwiseKey = tuple[str, int, str, str, str, str, str]
-"""(unique_id_eval, turn, first model, first condition, second model, second condition, judge):
-the reply shown first (Response 1), the one shown second, and the pairwise judge."""
-CurationKey = tuple[str, str, int]
-"""(agent, unique_id_eval, turn): any model may replay a curation, so the model is no part of it."""
+Images = tuple[str, ...]
+"""The sha256 (hex) of every image in the request's user messages, in order: () for text only."""
+ReplyKey = tuple[str, int, str, str, Images]
+"""(unique_id_eval, turn, model, condition, images)"""
+JudgmentKey = tuple[str, int, str, str, str, Images]
+"""(unique_id_eval, turn, model, condition, judge, images)"""
+PairwiseKey = tuple[str, int, str, str, str, str, str, Images]
+"""(unique_id_eval, turn, first model, first condition, second model, second condition, judge,
+images): the reply shown first (Response 1), the one shown second, and the pairwise judge."""
+CurationKey = tuple[str, str, int, Images]
+"""(agent, unique_id_eval, turn, images): any model may replay a curation, so the model is no
+part of it."""
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 CURATION_AGENTS = ("planner", "user_agent", "assistant")
 
 
@@ -74,14 +82,16 @@ class ReplayStore:
             replies[key] = row["reply"]
         judgments: dict[JudgmentKey, dict[str, str]] = {}
         for row in _rows(judgments_path):
-            jkey = (*_reply_key(row), str(row["judge"]))
+            uid, turn, model, condition, images = _reply_key(row)
+            jkey = (uid, turn, model, condition, str(row["judge"]), images)
             if jkey in judgments:
                 raise ValueError(f"{judgments_path.name}: judgment recorded twice for {jkey}")
             judgments[jkey] = {name: row[name] for name in ("verdict", "rationale", "evidence")}
         failure_modes: dict[JudgmentKey, dict[str, str]] = {}
         if failure_modes_path is not None and failure_modes_path.exists():
             for row in _rows(failure_modes_path):
-                fkey = (*_reply_key(row), str(row["classifier"]))
+                uid, turn, model, condition, images = _reply_key(row)
+                fkey = (uid, turn, model, condition, str(row["classifier"]), images)
                 if fkey in failure_modes:
                     raise ValueError(
                         f"{failure_modes_path.name}: failure mode recorded twice for {fkey}"
@@ -120,11 +130,30 @@ class ReplayStore:
         """The demo recordings, loaded once per process (every replay provider shares them)."""
         return _demo_store()
 
-    def lookup(self, key: ReplayKey) -> str | None:
-        """The recorded text for ``key``: a reply, or a judgment or failure-mode label as the JSON
-        a judge or classifier would send, or a curation agent's answer."""
+    def recorded_for_other_images(self, key: ReplayKey, images: Images) -> bool:
+        """Whether ``key`` has a recording, but for images other than ``images``: what a
+        missing-recording error should say, since the text alone would look recorded."""
+        # Only on the error path, so a scan of every recording's images is cheap enough.
+        return any(
+            recorded != images and self.lookup(key, recorded) is not None
+            for recorded in self._all_images()
+        )
+
+    def _all_images(self) -> set[Images]:
+        stores: list[Iterable[tuple[Any, ...]]] = [
+            self.replies,
+            self.judgments,
+            self.failure_modes,
+            self.curation,
+            self.pairwise,
+        ]
+        return {key[-1] for store in stores for key in store}
+
+    def lookup(self, key: ReplayKey, images: Images = ()) -> str | None:
+        """The recorded text for ``key`` and ``images``: a reply, or a judgment or failure-mode
+        label as the JSON a judge or classifier would send, or a curation agent's answer."""
         if key.kind == "curation":
-            return self.curation.get((key.agent, key.unique_id_eval, key.turn))
+            return self.curation.get((key.agent, key.unique_id_eval, key.turn, images))
         if key.kind == "pairwise":
             verdict = self.pairwise.get(
                 (
@@ -135,14 +164,18 @@ class ReplayStore:
                     key.other_model,
                     key.other_condition,
                     key.judge,
+                    images,
                 )
             )
             return None if verdict is None else json.dumps(verdict, ensure_ascii=False)
-        reply_key: ReplyKey = (key.unique_id_eval, key.turn, key.model, key.condition)
         if key.kind == "reply":
-            return self.replies.get(reply_key)
+            return self.replies.get(
+                (key.unique_id_eval, key.turn, key.model, key.condition, images)
+            )
         recorded = self.failure_modes if key.kind == "failure_mode" else self.judgments
-        judgment = recorded.get((*reply_key, key.judge))
+        judgment = recorded.get(
+            (key.unique_id_eval, key.turn, key.model, key.condition, key.judge, images)
+        )
         return None if judgment is None else json.dumps(judgment, ensure_ascii=False)
 
 
@@ -165,7 +198,27 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _reply_key(row: dict[str, Any]) -> ReplyKey:
-    return (str(row["unique_id_eval"]), int(row["turn"]), str(row["model"]), str(row["condition"]))
+    return (
+        str(row["unique_id_eval"]),
+        int(row["turn"]),
+        str(row["model"]),
+        str(row["condition"]),
+        _row_images(row),
+    )
+
+
+def _row_images(row: dict[str, Any]) -> Images:
+    """A recording's ``images``: the hex sha256 of each image the request carried, in order;
+    absent for a text-only recording."""
+    images = row.get("images", [])
+    if not isinstance(images, list) or not all(
+        isinstance(digest, str) and _SHA256.match(digest) for digest in images
+    ):
+        raise ValueError(
+            f"images must be a list of lower-case hex sha256 digests, not {images!r} "
+            f"(unique_id_eval {row.get('unique_id_eval')!r}, turn {row.get('turn')!r})"
+        )
+    return tuple(images)
 
 
 def pairwise_key(row: dict[str, Any]) -> PairwiseKey:
@@ -178,6 +231,7 @@ def pairwise_key(row: dict[str, Any]) -> PairwiseKey:
         str(row["second_model"]),
         str(row["second_condition"]),
         str(row["judge"]),
+        _row_images(row),
     )
 
 
@@ -187,7 +241,11 @@ def _curation_key(row: dict[str, Any], where: str) -> CurationKey:
         raise ValueError(
             f"{where}: agent must be one of {', '.join(CURATION_AGENTS)}, not {agent!r}"
         )
-    return (agent, str(row["unique_id_eval"]), int(row["turn"]))
+    try:
+        images = _row_images(row)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    return (agent, str(row["unique_id_eval"]), int(row["turn"]), images)
 
 
 def _curation_answer(row: dict[str, Any], where: str) -> str:
@@ -221,9 +279,15 @@ class ReplayProvider:
             raise ProviderError(
                 "replay needs a replay_key on the request; none was given", retryable=False
             )
-        text = self._store.lookup(key)
+        images = tuple(image.sha256 for image in request_images(request.messages))
+        text = self._store.lookup(key, images)
         if text is None:
-            raise ProviderError(f"nothing recorded for {_describe(key)}", retryable=False)
+            described = _describe(key)
+            if images:
+                described += " with images " + ", ".join(d[:12] for d in images)
+            if self._store.recorded_for_other_images(key, images):
+                described += " (recorded only for other images)"
+            raise ProviderError(f"nothing recorded for {described}", retryable=False)
         return ChatResult(
             text=text,
             input_tokens=_prompt_tokens(request.messages),
@@ -231,7 +295,8 @@ class ReplayProvider:
             latency_s=0.0,
             attempts=1,
             # Deterministic, so a replayed run is identical call for call.
-            request_id="replay-" + hashlib.sha256(repr(key).encode()).hexdigest()[:16],
+            request_id="replay-"
+            + hashlib.sha256(repr((key, images) if images else key).encode()).hexdigest()[:16],
         )
 
     async def acomplete(self, request: ChatRequest) -> ChatResult:

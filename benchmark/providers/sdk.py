@@ -5,18 +5,25 @@ first use), the parameter merge, the timeout, the limiter's token estimate and t
 of retry.py. An adapter (openai_chat.py, anthropic_messages.py) says only what is its vendor's:
 how to build its clients, how a ``ChatRequest`` becomes the SDK call's arguments, how to send
 them, and how the response becomes a ``ChatResult``.
+
+Every attempt reads the response's headers (``_send`` returns the SDK's raw response) and hands
+the vendor's rate-limit headers (``_rate_limits``) to the endpoint's limiter, 429s included:
+that is how an endpoint without configured limits learns them (ratelimit.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Self
 
-from benchmark.providers.base import ChatRequest, ChatResult, ProviderError
+from benchmark.providers.base import ChatMessage, ChatRequest, ChatResult, ImagePart, ProviderError
+from benchmark.providers.images import request_images
 from benchmark.providers.ratelimit import EndpointLimiter, estimate_request_tokens
+from benchmark.providers.ratelimit_headers import ObservedLimits
 from benchmark.providers.registry import Connection
 from benchmark.providers.retry import (
     atimed_call_with_retries,
@@ -84,16 +91,31 @@ class SDKProvider(ABC):
         ``latency_s`` is that of the successful attempt alone (no backoff, no limiter wait)."""
         kwargs, timeout_s, estimated_tokens = self._prepare(request)
         client = self._client
-        return timed_call_with_retries(
-            lambda: self._send(client, kwargs, timeout_s),
-            self._checked_result,
-            limiter=self._limiter,
-            estimated_tokens=estimated_tokens,
-            sleep=self._sleep,
-            max_attempts=self.max_attempts,
-            vendor=self.vendor,
-            secrets=self._secrets,
-        )
+
+        def send() -> Any:
+            sent_at = time.monotonic()
+            try:
+                raw = self._send(client, kwargs, timeout_s)
+            except Exception as exc:
+                self._observe_failure(exc, sent_at)
+                raise
+            self._limiter.observe(self._rate_limits(raw.headers), sent_at=sent_at)
+            return raw.parse()
+
+        try:
+            return timed_call_with_retries(
+                send,
+                self._checked_result,
+                limiter=self._limiter,
+                estimated_tokens=estimated_tokens,
+                sleep=self._sleep,
+                max_attempts=self.max_attempts,
+                vendor=self.vendor,
+                secrets=self._secrets,
+            )
+        except ProviderError as error:
+            self._raise_if_images_refused(error, request)
+            raise
 
     async def acomplete(self, request: ChatRequest) -> ChatResult:
         """``complete`` on an event loop (the SDK's async client). Call it from one event loop
@@ -102,16 +124,33 @@ class SDKProvider(ABC):
         if self._aclient is None:
             self._aclient = self._make_async_client(self._client_options)
         client = self._aclient
-        return await atimed_call_with_retries(
-            lambda: self._send(client, kwargs, timeout_s),
-            self._checked_result,
-            limiter=self._limiter,
-            estimated_tokens=estimated_tokens,
-            sleep=self._asleep,
-            max_attempts=self.max_attempts,
-            vendor=self.vendor,
-            secrets=self._secrets,
-        )
+
+        async def send() -> Any:
+            sent_at = time.monotonic()
+            try:
+                raw = await self._send(client, kwargs, timeout_s)
+            except Exception as exc:
+                self._observe_failure(exc, sent_at)
+                raise
+            self._limiter.observe(self._rate_limits(raw.headers), sent_at=sent_at)
+            parsed = raw.parse()
+            # Anthropic's async raw response parses asynchronously, OpenAI's legacy one not.
+            return await parsed if inspect.isawaitable(parsed) else parsed
+
+        try:
+            return await atimed_call_with_retries(
+                send,
+                self._checked_result,
+                limiter=self._limiter,
+                estimated_tokens=estimated_tokens,
+                sleep=self._asleep,
+                max_attempts=self.max_attempts,
+                vendor=self.vendor,
+                secrets=self._secrets,
+            )
+        except ProviderError as error:
+            self._raise_if_images_refused(error, request)
+            raise
 
     async def aclose(self) -> None:
         """Close the async client's connections (call it on the loop that used them)."""
@@ -124,9 +163,40 @@ class SDKProvider(ABC):
         reject_reserved(params, self.reserved_params)
         kwargs = self._create_kwargs(request, params)
         estimated_tokens = estimate_request_tokens(
-            request.messages, max_output_tokens=self._max_output_tokens(params)
+            request.messages,
+            max_output_tokens=self._max_output_tokens(params),
+            image_tokens=self._image_tokens,
         )
         return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
+
+    def _observe_failure(self, exc: Exception, sent_at: float) -> None:
+        """A vendor's error response (the SDKs' ``APIStatusError``) carries the rate-limit
+        headers too; a 429 also tells the limiter its buckets were out of step."""
+        response = getattr(exc, "response", None)
+        status = getattr(exc, "status_code", None)
+        if response is not None and isinstance(status, int):
+            self._limiter.observe(
+                self._rate_limits(response.headers), refused=status == 429, sent_at=sent_at
+            )
+
+    def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
+        """The vendor's rate-limit headers read (ratelimit_headers.py); none by default."""
+        return ObservedLimits()
+
+    def _raise_if_images_refused(self, error: ProviderError, request: ChatRequest) -> None:
+        """A 400 to a request that carried images says so: the vendor's message names a field
+        path at best, and the usual cause (a model that takes no images, or a file it cannot
+        read) is not retryable. Anything else is left to propagate unchanged."""
+        count = len(request_images(request.messages))
+        if error.status != 400 or not count:
+            return
+        raise ProviderError(
+            f"{error} — the request carried {count} image(s): the model may not accept images, "
+            "or one of them is not an image it can read",
+            status=400,
+            retryable=False,
+            attempts=error.attempts,
+        ) from error
 
     def _max_output_tokens(self, params: dict[str, Any]) -> int | None:
         """The output budget the limiter counts a call for (None: its default estimate)."""
@@ -149,6 +219,21 @@ class SDKProvider(ABC):
             f"{self.vendor} returned an empty reply ({reason})", status=200, retryable=False
         )
 
+    def _user_images(self, message: ChatMessage) -> tuple[ImagePart, ...]:
+        """A message's images; only a user turn may carry any (the vendors take none from the
+        assistant, and Anthropic's ``system`` is text only)."""
+        if message.images and message.role != "user":
+            raise ProviderError(
+                f"{self.vendor}: only user messages may carry images, not {message.role} ones",
+                retryable=False,
+            )
+        return message.images
+
+    @abstractmethod
+    def _image_tokens(self, image: ImagePart) -> int:
+        """The vendor's prompt tokens for one image (``benchmark.providers.images``), for the
+        limiter's estimate; the vendor's own count comes back in the usage."""
+
     @abstractmethod
     def _make_client(self, options: dict[str, Any]) -> Any:
         """The SDK's sync client, from ``base_url``, ``api_key``, ``timeout``, ``max_retries``."""
@@ -164,7 +249,8 @@ class SDKProvider(ABC):
 
     @abstractmethod
     def _send(self, client: Any, kwargs: dict[str, Any], timeout_s: float) -> Any:
-        """One attempt with either client (the async one returns an awaitable)."""
+        """One attempt with either client (the async one returns an awaitable), answering the
+        SDK's raw response (``headers`` and ``parse()``: its ``with_raw_response`` form)."""
 
     @abstractmethod
     def _result(self, response: Any, latency_s: float, attempts: int) -> ChatResult:

@@ -136,6 +136,8 @@
   // --- Keys -------------------------------------------------------------------------------
   document.addEventListener("keydown", function (event) {
     if (event.altKey || event.metaKey || event.defaultPrevented) return;
+    // An item tool's dialog (skip, flag: static/js/item_tools.js) takes every key while open.
+    if (document.querySelector("dialog.item-tool[open]")) return;
     const target = event.target;
     const ws = workspace();
     if (isTyping(target)) {

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.vocabulary import TRIGGER_TYPES
 from stats.compute import PARTIAL, PASS
 from stats.compute.resampling import (
     CONFIDENCE,
@@ -31,7 +32,8 @@ from stats.compute.resampling import (
 
 ALL = "ALL"
 POOLED = "POOLED"  # every model's replies together (the breakdown by domain)
-TYPE_ORDER = ("EMERGENT", "CRITICAL", "RECOVERY")
+# The release's trigger types, then the Workbench's (INTERVENTION): only types present get rows.
+TYPE_ORDER = TRIGGER_TYPES
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ BOOTSTRAP = Bootstrap(LEADERBOARD_RESAMPLES, "paired triggers")
 COLUMNS = (
     *model_columns(),
     Column(
-        "trigger_type", "str", "ALL (every trigger, micro-averaged) or EMERGENT/CRITICAL/RECOVERY."
+        "trigger_type",
+        "str",
+        "ALL (every trigger, micro-averaged) or EMERGENT/CRITICAL/RECOVERY/INTERVENTION.",
     ),
     Column("verdicts", "str", "Verdict source: primary, adjudicated, or a judge's handle."),
     Column(

@@ -61,12 +61,19 @@ def walk(client, study, run, record) -> None:
         record(token, response)
         assert_blind(client.get(reverse("annotation:workspace", args=[study.pk])), run, "workspace")
         assert_blind(client.get(reverse("annotation:item", args=[study.pk, token])), run, "item")
+        flagged = client.post(
+            reverse("annotation:flag", args=[study.pk, token]),
+            {"category": "unclear", "note": "?"},
+            headers=HTMX,
+        )
+        assert_blind(flagged, run, "flag")
         response = client.post(
             reverse("annotation:answer", args=[study.pk, token]),
             {"idempotency_key": key_of(response), "choice": "2", "confidence": "3"},
             headers=HTMX,
         )
         assert_blind(response, run, "answer")
+    assert_blind(client.get(reverse("annotation:my_answers", args=[study.pk])), run, "mine")
     undone = client.post(reverse("annotation:undo", args=[study.pk]), headers=HTMX)
     assert_blind(undone, run, "undo")
     assert_blind(
@@ -108,6 +115,33 @@ def test_nothing_an_annotator_reaches_in_a_pairwise_study_reveals_models_or_cond
         live = [a for a in assignment.answers.all() if a.retracted_at is None]
         for answer in live:
             assert answer.label == assignment.display["order"][1]
+
+
+@pytest.mark.parametrize("kind", ["pairwise", "arena", "direct_rating"])
+def test_skips_the_time_limit_and_my_answers_are_blind(
+    kind, run, make_study, make_annotators, client
+):
+    """Skip (with a reason), the timer, a time-limit skip and My answers with skipped rows: no
+    page or swap names a model, condition, unit or run; the item order is the rater's own."""
+    users = make_annotators(1)
+    study = make_study(kind, annotators=users, overlap=1, item_time_limit_s=60, max_items=3)
+    client.force_login(users[0])
+    response = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+    assert "data-time-left-s" in response.content.decode()
+    assert_blind(response, run, "timed item")
+    skipped = client.post(
+        reverse("annotation:skip", args=[study.pk, token_of(response)]),
+        {"reason": "skip"},
+        headers=HTMX,
+    )
+    assert_blind(skipped, run, "skip")
+    Assignment.objects.filter(state="leased").update(time_limit_ends_at="2000-01-01T00:00Z")
+    assert_blind(client.get(reverse("annotation:workspace", args=[study.pk])), run, "time up")
+    following = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+    assert_blind(following, run, "after the time limit")
+    mine = client.get(reverse("annotation:my_answers", args=[study.pk]))
+    assert mine.content.decode().count("skipped</span>") == 2
+    assert_blind(mine, run, "my answers")
 
 
 def test_nothing_an_annotator_reaches_in_an_arena_study_reveals_a_source(

@@ -4,6 +4,7 @@ LOCKED; SQLite: IMMEDIATE transactions). No item ever gets more than k answers o
 every answer submitted is stored exactly once."""
 
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -12,12 +13,14 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation import kinds
-from annotation.models import Answer, Assignment, AssignmentState, StudyItem
+from annotation.models import Answer, Assignment, AssignmentState, ItemSkip, StudyItem
+from annotation.selectors import rater_progress
 from annotation.services.assignments import (
     AnswerInput,
     answer_submit,
     answer_undo,
     assignment_next,
+    item_skip,
 )
 from tests.annotation.conftest import rater
 
@@ -135,3 +138,59 @@ def test_annotators_working_through_a_study_at_once_lose_nothing_and_never_overf
     for item in StudyItem.objects.filter(study=study):
         assert item.completed_answers == per_item[item.pk] == item.required_answers
     assert not connection.in_atomic_block
+
+
+@pytest.mark.django_db(transaction=True)
+def test_skipped_items_go_to_others_at_once_and_never_back_to_the_skipper(
+    make_study, make_annotators
+):
+    """Half the annotators skip every fourth item they are given while all work at once (each
+    skip and answer handing out the next, as the pages do): every item is still filled to k by
+    the others, no item ever holds more than k, and no skipper is handed an item they skipped
+    (their skipped assignments stay skipped, with no answer)."""
+    users = make_annotators(THREADS)
+    study = make_study(annotators=users, overlap=3)
+    raters = [rater(study, u) for u in users]
+    skippers = THREADS // 2  # at most 4 skip any one item: the other 4 can still fill k = 3
+
+    def work(i):
+        r = raters[i]
+        skipped, n = [], 0
+        assignment = assignment_next(rater=r)
+        while assignment is not None:
+            n += 1
+            assert assignment.item_id not in skipped  # never handed back
+            if i < skippers and n % 4 == 0:
+                result = item_skip(
+                    rater=r, item_token=assignment.item.token, reason=f"t{i}", hand_out_next=True
+                )
+                skipped.append(assignment.item_id)
+            else:
+                result = answer_submit(
+                    rater=r,
+                    item_token=assignment.item.token,
+                    answer=AnswerInput(label="A", confidence=3, details={"choice": "1"}),
+                    idempotency_key=f"skip-t{i}-{n}",
+                    hand_out_next=True,
+                )
+            assignment = result.following
+            # Nothing free may only mean that others hold the last places for the moment: one
+            # of them may yet skip. Ask again while items are still open to this rater.
+            for _ in range(400):
+                if assignment is not None or not rater_progress(rater=r).left:
+                    break
+                time.sleep(0.02)
+                assignment = assignment_next(rater=r)
+        return skipped
+
+    skipped = _in_parallel(work, THREADS)
+    assert sum(map(len, skipped)) > 0
+    assert ItemSkip.objects.count() == sum(map(len, skipped))
+    live = Answer.objects.filter(retracted_at__isnull=True)
+    per_item = Counter(live.values_list("assignment__item_id", flat=True))
+    assert set(per_item.values()) == {3} and len(per_item) == study.items.count()
+    assert _max_holding_per_item(study) == 3
+    for i, items in enumerate(skipped):
+        mine = Assignment.objects.filter(rater=raters[i], item_id__in=items)
+        assert {a.state for a in mine} <= {AssignmentState.SKIPPED}
+        assert not live.filter(assignment__rater=raters[i], assignment__item_id__in=items)

@@ -9,6 +9,28 @@ Two routes, one per wire format:
   like this); request id in the ``x-request-id`` header.
 - ``POST /v1/messages`` — Anthropic Messages; request id in the ``request-id`` header.
 
+A message's content may be a string or a list of parts (text and images, in each vendor's
+shape); the parts are checked as the vendors check them and refused with the vendor's own 400
+(``vendor_images.py``), and images are billed inside the prompt tokens of the usage.
+
+Rate limits (``RateLimits``, per model as the vendors count them): requests and tokens per
+minute, each a token bucket that holds one minute's budget and refills continuously (Anthropic
+documents exactly this; OpenAI's limits behave alike over a minute). A request is counted when
+it arrives: 1 request, and tokens = prompt characters / 4 (every message's text, plus
+Anthropic's ``system``) + its images as the fake bills them + the output budget (``max_tokens``
+/ ``max_completion_tokens``, 1024 when absent), which is how OpenAI counts a request before it
+knows the output; a request for more tokens than a minute's budget is counted as a full minute.
+Over a limit it is answered at once with 429 and ``retry-after`` (whole seconds until it would
+fit) and takes nothing from the buckets (the real vendors may also count refused requests; the
+fake does not). Every response for a limited model carries the vendor's headers, as they stood
+when the request was admitted (a vendor counts it at its gateway): OpenAI
+``x-ratelimit-limit-*``, ``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (time until
+full, as "6m0s"), for ``requests`` and ``tokens``; Anthropic
+``anthropic-ratelimit-{requests,tokens}-limit``, ``-remaining`` and ``-reset`` (RFC 3339).
+Anthropic's separate input/output token limits are not modelled: its ``tokens`` headers (the
+most restrictive limit) describe the one bucket.
+The server also records the most requests it ever held at once (``max_in_flight``).
+
 Behaviour is scriptable: a reply function (request JSON → text), a FIFO of ``Fault``s applied to
 the next requests, a fixed latency, seeded probabilistic faults (``FaultRates``) for fault
 campaigns, and a gate that holds every response until the test opens it. Every request is logged
@@ -24,6 +46,7 @@ In-process use (tests)::
 As a separate process (benchmarks; GET /_fake/stats and /_fake/log report what it served)::
 
     python -m tests.fakes.vendor_server --port 8765 --latency-ms 200 --rate-429 0.02 --seed 7
+    python -m tests.fakes.vendor_server --latency-ms 200 --rpm 600 --tpm 2000000
 
 (``/_fake/log`` rows carry each request's hash, status, outcome and the fault applied, which is
 how bench/fault_campaign.py finds repeated calls.)
@@ -41,6 +64,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import random
 import signal
 import socket
@@ -49,9 +73,12 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Self
 
 from aiohttp import web
+
+from tests.fakes import vendor_images
 
 Api = Literal["openai", "anthropic"]
 Outcome = Literal["pending", "completed", "aborted", "dropped"]
@@ -107,7 +134,7 @@ def bench_reply(body: dict[str, Any]) -> str:
 class Fault:
     """One scripted misbehaviour, applied to one request. Build with the class methods."""
 
-    kind: Literal["status", "slow", "malformed", "disconnect"]
+    kind: Literal["status", "slow", "malformed", "disconnect", "unsupported_image"]
     status: int = 200
     message: str = ""
     retry_after: str | None = None
@@ -143,6 +170,14 @@ class Fault:
         """Like the real APIs, the message quotes the key the client presented — which is why
         providers must scrub keys from error messages."""
         return cls("status", status=401, message="Incorrect API key provided: {api_key}.")
+
+    @classmethod
+    def unsupported_image(cls) -> Fault:
+        """HTTP 400 with the vendor's own error for an image the model cannot take (OpenAI: an
+        image sent to a text-only model; Anthropic: an image it could not process), whatever
+        the request carried. ``FakeVendorServer.text_only_models`` does the same for chosen
+        models on requests that do carry an image."""
+        return cls("unsupported_image", status=400)
 
     @classmethod
     def slow(cls, delay_s: float) -> Fault:
@@ -181,6 +216,120 @@ class FaultRates:
 
 
 ABSENT_QUOTE = "a sentence the reply never contained"
+
+DEFAULT_OUTPUT_TOKENS = 1024
+"""Output budget counted for a request that names none (as the client's estimate does)."""
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """Per-model limits the server enforces (see the module docstring); ``None`` is unlimited.
+    ``models``: the model names they apply to (``None``: every model), e.g. to leave a judge
+    unlimited while the models under test are limited."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    models: frozenset[str] | None = None
+
+    def applies_to(self, model: str) -> bool:
+        return bool(self.rpm or self.tpm) and (self.models is None or model in self.models)
+
+
+class _Bucket:
+    """One model's request and token buckets; used on the server's loop thread only."""
+
+    def __init__(self, limits: RateLimits, now: float) -> None:
+        self.rpm, self.tpm = limits.rpm, limits.tpm
+        self.requests = float(self.rpm or 0)
+        self.tokens = float(self.tpm or 0)
+        self.updated = now
+
+    def refill(self, now: float) -> None:
+        elapsed = max(0.0, now - self.updated)
+        self.updated = now
+        if self.rpm:
+            self.requests = min(self.rpm, self.requests + elapsed * self.rpm / 60)
+        if self.tpm:
+            self.tokens = min(self.tpm, self.tokens + elapsed * self.tpm / 60)
+
+    def take(self, tokens: int, now: float) -> float:
+        """Take 1 request and ``tokens`` (returns 0.0), or nothing and the seconds to wait."""
+        self.refill(now)
+        wait_s = 0.0
+        if self.rpm and self.requests < 1:
+            wait_s = (1 - self.requests) * 60 / self.rpm
+        if self.tpm:
+            tokens = min(tokens, self.tpm)
+            if self.tokens < tokens:
+                wait_s = max(wait_s, (tokens - self.tokens) * 60 / self.tpm)
+        if wait_s > 0:
+            return wait_s
+        if self.rpm:
+            self.requests -= 1
+        if self.tpm:
+            self.tokens -= tokens
+        return 0.0
+
+    def headers(self, api: Api) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        for kind, limit, level in (
+            ("requests", self.rpm, self.requests),
+            ("tokens", self.tpm, self.tokens),
+        ):
+            if not limit:
+                continue
+            until_full_s = (limit - level) * 60 / limit
+            if api == "openai":
+                headers[f"x-ratelimit-limit-{kind}"] = str(limit)
+                headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, math.floor(level)))
+                headers[f"x-ratelimit-reset-{kind}"] = go_duration(until_full_s)
+            else:
+                full_at = datetime.now(UTC) + timedelta(seconds=until_full_s)
+                headers[f"anthropic-ratelimit-{kind}-limit"] = str(limit)
+                headers[f"anthropic-ratelimit-{kind}-remaining"] = str(max(0, math.floor(level)))
+                headers[f"anthropic-ratelimit-{kind}-reset"] = full_at.isoformat(
+                    timespec="seconds"
+                ).replace("+00:00", "Z")
+        return headers
+
+
+def go_duration(seconds: float) -> str:
+    """OpenAI's reset format (a Go duration): "120ms", "1.5s", "6m0s", "1h2m3s"."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    text = f"{round(rest, 3):g}s"
+    if minutes or hours:
+        text = f"{minutes}m{text}"
+    if hours:
+        text = f"{hours}h{text}"
+    return text
+
+
+def counted_tokens(api: Api, body: Any) -> int:
+    """Tokens a request is counted for (the module docstring): prompt characters / 4 plus the
+    output budget."""
+    if not isinstance(body, dict):
+        return DEFAULT_OUTPUT_TOKENS
+    characters = _characters(body.get("messages"))
+    if api == "anthropic":
+        characters += _characters(body.get("system") or "")
+    budget = body.get("max_completion_tokens") or body.get("max_tokens")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        budget = DEFAULT_OUTPUT_TOKENS
+    return characters // 4 + _image_tokens(body) + budget
+
+
+def _characters(value: Any) -> int:
+    """Characters of text in messages: string contents and text blocks."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_characters(v) for k, v in value.items() if k in ("content", "text"))
+    if isinstance(value, list):
+        return sum(_characters(v) for v in value)
+    return 0
 
 
 @dataclass
@@ -226,6 +375,12 @@ def _words(value: Any) -> int:
     return 0
 
 
+def _image_tokens(body: dict[str, Any]) -> int:
+    """What the fake bills for the request's images: like the vendors, inside the prompt's
+    input tokens."""
+    return vendor_images.FAKE_IMAGE_TOKENS * vendor_images.image_count(body)
+
+
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -252,12 +407,20 @@ class FakeVendorServer:
         reply: ReplyFn = echo_reply,
         latency_s: float = 0.0,
         fault_rates: FaultRates | None = None,
+        rate_limits: RateLimits | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.reply = reply
+        self.rate_limits = rate_limits or RateLimits()
+        self._buckets: dict[tuple[Api, str], _Bucket] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """The most requests held at once (arrived, response not yet written)."""
         self.latency_s = latency_s
         self.fault_rates = fault_rates or FaultRates()
+        self.text_only_models: set[str] = set()
+        """Models that refuse any image with their vendor's error (vendor_images.py)."""
         self._rng = random.Random(self.fault_rates.seed)
         self._host, self._requested_port = host, port
         self.port = 0
@@ -468,15 +631,41 @@ class FakeVendorServer:
         with self._log_changed:
             self._log.append(entry)
             self._log_changed.notify_all()
+        self.in_flight += 1  # the loop thread only
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             return await self._respond(request, api, entry, body)
         finally:
+            self.in_flight -= 1
             if entry.outcome == "pending":  # cancelled (server shutdown) before answering
                 self._record(entry, outcome="aborted")
+
+    def _admit(self, api: Api, body: Any) -> tuple[_Bucket | None, float]:
+        """The request's bucket (None: its model is not limited) and 0.0 if it is admitted
+        (and counted), else the seconds until it would fit."""
+        model = str(body.get("model", "")) if isinstance(body, dict) else ""
+        if not self.rate_limits.applies_to(model):
+            return None, 0.0
+        now = time.monotonic()
+        bucket = self._buckets.get((api, model))
+        if bucket is None:
+            bucket = self._buckets[(api, model)] = _Bucket(self.rate_limits, now)
+        return bucket, bucket.take(counted_tokens(api, body), now)
 
     async def _respond(
         self, request: web.Request, api: Api, entry: LoggedRequest, body: Any
     ) -> web.StreamResponse:
+        bucket, wait_s = self._admit(api, body)
+        # The rate-limit headers as the request was admitted: a vendor counts it at its gateway.
+        limit_headers = bucket.headers(api) if bucket is not None else {}
+        if bucket is not None and wait_s > 0:
+            # Refused at once, as the vendors do, before any model time is spent.
+            entry.fault = "rate_limit"
+            headers = dict(limit_headers)
+            headers["retry-after"] = str(max(1, math.ceil(wait_s)))
+            headers["x-request-id" if api == "openai" else "request-id"] = f"req_{entry.seq}"
+            message = "Rate limit reached for requests. Please try again later."
+            return await self._write(request, entry, 429, headers, _error_body(api, 429, message))
         fault = self._next_fault()
         if fault is not None:
             entry.fault = _fault_name(fault)
@@ -486,7 +675,7 @@ class FakeVendorServer:
         assert self._gate is not None
         await self._gate.wait()
 
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = dict(limit_headers)
         if fault is not None and fault.kind == "disconnect":
             if request.transport is not None:
                 request.transport.close()
@@ -502,8 +691,20 @@ class FakeVendorServer:
                 headers["retry-after"] = fault.retry_after
             if fault.retry_after_ms is not None:
                 headers["retry-after-ms"] = fault.retry_after_ms
+        elif fault is not None and fault.kind == "unsupported_image":
+            status = 400
+            payload = (
+                _error_body(api, 400, vendor_images.OPENAI_TEXT_ONLY_MODEL)
+                if api == "openai"
+                else _error_body(api, 400, vendor_images.ANTHROPIC_COULD_NOT_PROCESS)
+            )
         elif not isinstance(body, dict):
             status, payload = 400, _error_body(api, 400, "We could not parse the JSON body.")
+        elif problem := vendor_images.content_problem(
+            api, body, text_only=body.get("model") in self.text_only_models
+        ):
+            status = 400
+            payload = _error_body(api, 400, problem.message, param=problem.param, code=problem.code)
         else:
             reply = self.reply(body)
             if isinstance(reply, str):
@@ -554,6 +755,9 @@ class FakeVendorServer:
             "by_outcome": dict(Counter(entry.outcome for entry in log)),
             "distinct_hashes": len(hashes),
             "by_fault": dict(Counter(entry.fault for entry in log if entry.fault)),
+            "rate_limited": sum(entry.fault == "rate_limit" for entry in log),
+            "max_in_flight": self.max_in_flight,
+            "rate_limits": {"rpm": self.rate_limits.rpm, "tpm": self.rate_limits.tpm},
         }
         return web.json_response(stats)
 
@@ -562,6 +766,7 @@ class FakeVendorServer:
             {
                 "seq": e.seq,
                 "api": e.api,
+                "model": e.body.get("model") if isinstance(e.body, dict) else None,
                 "request_hash": e.request_hash,
                 "status": e.status,
                 "outcome": e.outcome,
@@ -585,21 +790,30 @@ def _presented_key(request: web.Request) -> str:
     return request.headers.get("x-api-key") or bearer.removeprefix("Bearer ").strip()
 
 
-def _error_body(api: Api, status: int, message: str) -> bytes:
+def _error_body(
+    api: Api, status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> bytes:
     if api == "anthropic":
         error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return json.dumps(
             {"type": "error", "error": {"type": error_type, "message": message}}
         ).encode()
-    error_type, code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
+    error_type, default_code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
     return json.dumps(
-        {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+        {
+            "error": {
+                "message": message,
+                "type": error_type,
+                "param": param,
+                "code": code or default_code,
+            }
+        }
     ).encode()
 
 
 def _openai_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
     text = reply.joined_text()
-    prompt_tokens = _words(body.get("messages"))
+    prompt_tokens = _words(body.get("messages")) + _image_tokens(body)
     completion_tokens = _words(text or "") + reply.reasoning_tokens
     return json.dumps(
         {
@@ -619,6 +833,7 @@ def _openai_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
                 "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
             },
         }
@@ -641,7 +856,9 @@ def _anthropic_reply(body: dict[str, Any], reply: Reply, seq: int) -> bytes:
             "stop_reason": _ANTHROPIC_STOP_REASONS.get(reply.finish_reason, "end_turn"),
             "stop_sequence": None,
             "usage": {
-                "input_tokens": _words(body.get("messages")) + _words(body.get("system") or ""),
+                "input_tokens": _words(body.get("messages"))
+                + _words(body.get("system") or "")
+                + _image_tokens(body),
                 "output_tokens": _words(list(parts)) + reply.reasoning_tokens,
             },
         }
@@ -661,6 +878,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate-malformed-judge", type=float, default=0.0)
     parser.add_argument("--rate-absent-evidence", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rpm", type=int, default=None, help="requests/min enforced per model")
+    parser.add_argument("--tpm", type=int, default=None, help="tokens/min enforced per model")
+    parser.add_argument(
+        "--limit-models",
+        default=None,
+        help="comma-separated models the limits apply to (default: every model)",
+    )
     parser.add_argument(
         "--reply",
         choices=["echo", "bench"],
@@ -685,6 +909,11 @@ def main(argv: list[str] | None = None) -> None:
         reply=bench_reply if args.reply == "bench" else echo_reply,
         latency_s=args.latency_ms / 1000,
         fault_rates=rates,
+        rate_limits=RateLimits(
+            rpm=args.rpm,
+            tpm=args.tpm,
+            models=frozenset(args.limit_models.split(",")) if args.limit_models else None,
+        ),
         host=args.host,
         port=args.port,
     )

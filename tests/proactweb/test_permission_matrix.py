@@ -1,7 +1,9 @@
 """The permission matrix, generated from the URLconf: every named URL × (anonymous, annotator,
-rater, researcher, staff) → the expected status of a GET. The annotator is a rater in no study;
-the rater is an annotator who is a rater in one study, and the annotation URLs are asked for with
-that study and the rater's own item (so their pages are 200, and nobody else's).
+rater, researcher, staff, participant) → the expected status of a GET. The annotator is a rater
+in no study; the rater is an annotator who is a rater in one study, and the annotation URLs are
+asked for with that study and the rater's own item (so their pages are 200, and nobody else's).
+The participant is a crowd participant whose account the same study's participation link made
+(issue #19): a rater of that study alone, who holds no item yet.
 
 Every URL name the project serves must match a row of ``EXPECTED`` below: a new URL without
 one fails this test, naming it. URL arguments are real objects (the demo data plus one of every
@@ -28,8 +30,29 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token, TokenProxy
 
 from annotation import kinds
-from annotation.models import Answer, Assignment, RaterExclusion, Study, StudyArchiveEvent
-from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
+from annotation.models import (
+    Answer,
+    Assignment,
+    ConsentRecord,
+    ItemFlag,
+    ItemSkip,
+    RaterExclusion,
+    Study,
+    StudyArchiveEvent,
+)
+from annotation.services.assignments import (
+    AnswerInput,
+    answer_submit,
+    assignment_next,
+    item_skip,
+)
+from annotation.services.flags import item_flag
+from annotation.services.onboarding import (
+    OnboardingSpec,
+    qualification_override_set,
+    study_onboarding_set,
+)
+from annotation.services.participation import ParticipationInput, participant_join
 from annotation.services.studies import StudySpec, study_archive, study_create
 from benchmark.evaluation import runs
 from benchmark.models import (
@@ -50,16 +73,20 @@ from tests.images import stored_turn_image
 
 pytestmark = pytest.mark.django_db
 
-ROLES = ("anonymous", "annotator", "rater", "researcher", "staff")
+ROLES = ("anonymous", "annotator", "rater", "researcher", "staff", "participant")
 LOGIN = "302 to a login page"  # the site's or the admin's; any other 302 is written as 302
 NOT_FOUND, OK = 404, 200
 _UNSET = object()
 
 
-def row(anonymous, annotator, researcher, staff, *, rater=_UNSET):
-    """A rater is an annotator: the same status unless the row says otherwise."""
+def row(anonymous, annotator, researcher, staff, *, rater=_UNSET, participant=_UNSET):
+    """A rater is an annotator, and a participant a rater (of the one study of its link): the
+    same status unless the row says otherwise."""
     rater = annotator if rater is _UNSET else rater
-    return dict(zip(ROLES, (anonymous, annotator, rater, researcher, staff), strict=True))
+    participant = rater if participant is _UNSET else participant
+    return dict(
+        zip(ROLES, (anonymous, annotator, rater, researcher, staff, participant), strict=True)
+    )
 
 
 STAFF_LIKE = row(LOGIN, NOT_FOUND, OK, OK)
@@ -76,20 +103,36 @@ EXPECTED: dict[str, dict[str, int]] = {
     "benchmark:dialogue_list": STAFF_LIKE,
     "benchmark:dialogue_detail": STAFF_LIKE,
     "benchmark:turn_text": STAFF_LIKE,  # a long turn text's "show all"
-    "annotation:home": row(LOGIN, OK, OK, OK),
+    # A participant's work page is their one study's workspace.
+    "annotation:home": row(LOGIN, OK, OK, OK, participant=302),
     # Workspaces: only a study's own raters reach it (asked for with the rater's study and their
     # own item), anyone else is a 404, staff included; actions are POST only.
     "annotation:workspace": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
-    "annotation:item": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
+    # Asked for with the rater's own item: not the participant's.
+    "annotation:item": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK, participant=NOT_FOUND),
+    # The rater's own history in the study (issue #19): theirs only, like the workspace (a
+    # participant's too: it is their one study).
     # A turn image: whoever was shown its turn (asked for with an image on the rater's own
-    # item's trigger turn), and staff; any other annotator a 404.
-    "annotation:turn_image": row(LOGIN, NOT_FOUND, OK, OK, rater=OK),
-    r"annotation:(next|undo|answer)": row(LOGIN, 405, 405, 405),
+    # item's trigger turn), and staff; any other annotator a 404, and the participant, who
+    # holds no item showing it.
+    "annotation:turn_image": row(LOGIN, NOT_FOUND, OK, OK, rater=OK, participant=NOT_FOUND),
+    "annotation:my_answers": row(LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=OK),
+    r"annotation:(next|undo|answer|consent|skip|flag)": row(LOGIN, 405, 405, 405),
+    # A participant's end of the study (back to the workspace until they have finished); a
+    # rater who did not come by the link has none.
+    "annotation:complete": row(
+        LOGIN, NOT_FOUND, NOT_FOUND, NOT_FOUND, rater=NOT_FOUND, participant=302
+    ),
+    # The study's participation link: asked for without the platform's ids, a 400 naming them.
+    "participate": row(400, 400, 400, 400),
     # Running studies is staff work (admin or researcher).
     "annotation:study_list": STAFF_LIKE,
     "annotation:study_new": STAFF_LIKE,
     "annotation:study_detail": STAFF_LIKE,
-    "annotation:rater_exclusion": row(LOGIN, NOT_FOUND, 405, 405),
+    "annotation:study_live": STAFF_LIKE,  # the study page's polled live panel
+    r"annotation:(rater_exclusion|study_onboarding|qualification_override)": row(
+        LOGIN, NOT_FOUND, 405, 405
+    ),
     "admin:annotation_study_import": ADMIN,
     "admin:annotation_study_import_battles": ADMIN,
     "admin:annotation_study_import_halo": ADMIN,  # HALO checkpoints (issue #17)
@@ -134,9 +177,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     r"admin:benchmark_runauditevent_(add|delete)": ADMIN_READ_ONLY_ADD,
     r"admin:axes_(accessattempt|accesslog|accessfailurelog)_add": ADMIN_READ_ONLY_ADD,
     # What annotators did is never added or deleted by hand (nothing a person did is lost).
-    r"admin:annotation_(studyitem|assignment|answer|raterexclusion)_(add|delete)": (
-        ADMIN_READ_ONLY_ADD
-    ),
+    r"admin:annotation_(studyitem|assignment|answer|raterexclusion|consentrecord"
+    r"|qualificationoverride|participant|itemskip|itemflag)_(add|delete)": (ADMIN_READ_ONLY_ADD),
     # Every other model's standard admin pages: staff only.
     r"admin:\w+_\w+_(changelist|add|change|delete|history)": ADMIN,
 }
@@ -207,6 +249,10 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
         idempotency_key="matrix-1",
     )
     RaterExclusion.objects.create(rater=demo_rater, excluded=False, reason="matrix", by=admin_user)
+    # A skip and a flag, so that their admin pages have a row (issue #19).
+    flagged = assignment_next(rater=demo_rater)
+    item_flag(assignment=flagged, category="unclear", note="matrix")
+    item_skip(rater=demo_rater, item_token=flagged.item.token, reason="matrix")
     Token.objects.create(user=researcher)
     AccessAttempt.objects.create(
         username="someone", ip_address="127.0.0.1", user_agent="t", failures_since_start=1
@@ -237,6 +283,18 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
     held_by_colleague = assignment_next(rater=raters[colleague.pk])
     own = assignment_next(rater=raters[study_rater.pk])
     own_image = stored_turn_image(own.item.trigger.turn, alt="the rater's turn image")
+    study_onboarding_set(
+        study=rater_study,
+        spec=OnboardingSpec(participation_enabled=True, completion_code="MATRIX1"),
+    )
+    rater_study.refresh_from_db()
+    participant = participant_join(
+        study=rater_study, given=ParticipationInput(external_id="5f1e2d3c4b5a69788796a5b4")
+    )
+    # Their consent and a staff override, so those records' admin pages have a row.
+    participant_rater = rater_study.raters.get(user=participant)
+    ConsentRecord.objects.create(rater=participant_rater, text_sha256="0" * 64)
+    qualification_override_set(rater=participant_rater, qualified=True, by=admin_user)
     other_study = Study.objects.filter(kind="pairwise").exclude(pk=rater_study.pk).get()
     other_item = assignment_next(rater=other_study.raters.order_by("pk").first()).item
     # One archived study, so the archive history has a row.
@@ -248,6 +306,7 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
         "rater": study_rater,
         "researcher": researcher,
         "staff": admin_user,
+        "participant": participant,
         "rater_study": rater_study,
         "own_item": own.item,
         "own_image": own_image,
@@ -309,9 +368,18 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
         "annotation:undo": [study.pk],
         "annotation:item": [study.pk, item.token],
         "annotation:answer": [study.pk, item.token],
+        "annotation:skip": [study.pk, item.token],
+        "annotation:flag": [study.pk, item.token],
+        "annotation:my_answers": [study.pk],
         "annotation:study_detail": [study.pk],
+        "annotation:study_live": [study.pk],
         "annotation:rater_exclusion": [study.pk, rater.pk],
         "annotation:turn_image": [world["own_image"].sha256],
+        "annotation:qualification_override": [study.pk, rater.pk],
+        "annotation:study_onboarding": [study.pk],
+        "annotation:consent": [study.pk],
+        "annotation:complete": [study.pk],
+        "participate": [study.participation_token],
         "admin:annotation_study_archive": [study.pk],
         "admin:annotation_study_unarchive": [study.pk],
     }
@@ -353,8 +421,9 @@ def test_every_url_has_an_expected_status_for_every_role(world):
 def test_annotators_reach_nothing_of_the_staff_side(world):
     """The matrix's promise for annotators, stated on its own: of everything the project serves,
     an annotator gets a page only from their own work page, the login page, the health check
-    and the admin's login form — and a rater also from their study's workspace and items;
-    everything else is 404, a redirect to a login page, or 405."""
+    and the admin's login form — and a rater also from their study's workspace and items; a
+    crowd participant from nothing but the health check, the admin's login form and their one
+    study's workspace; everything else is 404, a redirect, a 400 or 405."""
     allowed = {"healthz", "annotation:home", "admin:login"}
     for name, _ in _named_patterns():
         statuses = _expectation(name)
@@ -365,6 +434,14 @@ def test_annotators_reach_nothing_of_the_staff_side(world):
                 "annotation:workspace",
                 "annotation:item",
                 "annotation:turn_image",  # of a turn they were shown
+                "annotation:my_answers",
+            }, name
+        if statuses["participant"] == OK:  # their study's workspace and their own answers
+            assert name in {
+                "healthz",
+                "admin:login",
+                "annotation:workspace",
+                "annotation:my_answers",
             }, name
 
 
@@ -388,8 +465,17 @@ def test_a_rater_reaches_their_own_items_only(world):
         ("another rater's item", study, world["colleagues_item"]),
         ("another study", other, world["other_item"]),
     ]
-    rater_ids = {"annotation:rater_exclusion": other.raters.order_by("pk").first().pk}
-    before = (Answer.objects.count(), Assignment.objects.count())
+    other_rater = other.raters.order_by("pk").first().pk
+    rater_ids = {
+        "annotation:rater_exclusion": other_rater,
+        "annotation:qualification_override": other_rater,
+    }
+    before = (
+        Answer.objects.count(),
+        Assignment.objects.count(),
+        ItemSkip.objects.count(),
+        ItemFlag.objects.count(),
+    )
     asked = set()
     for name, takes_token, rest in _study_urls():
         assert rest <= {"rater_id"}, f"{name}: say which real object to use for {rest}"
@@ -404,8 +490,14 @@ def test_a_rater_reaches_their_own_items_only(world):
                 response = client.post(url, {"idempotency_key": "matrix-r-1", "verdict": "PASS"})
             asked.add(name)
             assert response.status_code == NOT_FOUND, (case, name, url, response.status_code)
-    assert {f"annotation:{n}" for n in ("workspace", "next", "undo", "item", "answer")} <= asked
-    assert (Answer.objects.count(), Assignment.objects.count()) == before
+    actions = ("workspace", "next", "undo", "item", "answer", "skip", "flag", "my_answers")
+    assert {f"annotation:{n}" for n in actions} <= asked
+    assert (
+        Answer.objects.count(),
+        Assignment.objects.count(),
+        ItemSkip.objects.count(),
+        ItemFlag.objects.count(),
+    ) == before
 
     secrets = {
         n
@@ -417,6 +509,7 @@ def test_a_rater_reaches_their_own_items_only(world):
         reverse("annotation:home"),
         reverse("annotation:workspace", args=[study.pk]),
         reverse("annotation:item", args=[study.pk, world["own_item"].token]),
+        reverse("annotation:my_answers", args=[study.pk]),
     ):
         response = client.get(url)
         html = response.content.decode()

@@ -114,7 +114,7 @@ def test_full_run_writes_one_release_record(spec):
     assert ext["trigger_anchors"] == {"1": ["A1"], "4": ["A2", "A3"], "8": ["A1", "A4"]}
     provenance = ext["provenance"]
     assert provenance["curation_model"] == "planner-model"
-    assert provenance["prompt_versions"] == {"planner": "v1", "user_agent": "v1", "assistant": "v1"}
+    assert provenance["prompt_versions"] == {"planner": "v2", "user_agent": "v1", "assistant": "v1"}
     assert re.match(r"\d{4}-\d\d-\d\dT", provenance["curated_at"])
     json.dumps(record)  # plain JSON all the way down
 

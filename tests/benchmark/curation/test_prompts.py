@@ -20,6 +20,7 @@ EXPECTED_PLACEHOLDERS = {
         "max_turns",
         "phase",
         "still_needed",
+        "images",
     },
     "user_agent": {
         "persona",
@@ -43,14 +44,18 @@ EXPECTED_PLACEHOLDERS = {
         "reply",
     },
     "rubric_injection": {"trigger_type", "pass_criteria"},
+    "rubric_intervention": {"problem", "intervention"},
 }
+# The latest version of each prompt: version 2 added the INTERVENTION trigger type (issue #18).
+EXPECTED_VERSIONS = {"planner": "v2", "judge": "v2", "rubric_injection": "v2"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PLACEHOLDERS))
-def test_every_product_prompt_is_version_1_with_its_placeholders(name):
+def test_every_product_prompt_has_its_version_and_placeholders(name):
     prompt = load_prompt(name)
-    assert prompt.version == "v1"
-    assert (PROMPTS_DIR / f"{name}.v1.txt").exists()
+    version = EXPECTED_VERSIONS.get(name, "v1")
+    assert prompt.version == version
+    assert (PROMPTS_DIR / f"{name}.{version}.txt").exists()
     assert prompt.placeholders == EXPECTED_PLACEHOLDERS[name]
 
 

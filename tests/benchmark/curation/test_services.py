@@ -49,7 +49,7 @@ def test_a_curated_dialogue_is_imported_as_a_draft(scenario, endpoints):
     assert dialogue.style.index == scripted.STYLE_INDEX
     assert dialogue.blueprint.key == "BP_TEST_PROFESSIONAL_01_PIM"
     assert dialogue.curation_model == "planner-ep-model"
-    assert dialogue.prompt_versions == {"planner": "v1", "user_agent": "v1", "assistant": "v1"}
+    assert dialogue.prompt_versions == {"planner": "v2", "user_agent": "v1", "assistant": "v1"}
     assert dialogue.curated_at is not None
     assert dialogue.findings == []  # the same checks as an import, and nothing to report
     assert [t.user_message for t in dialogue.turns.all()] == USER

@@ -3,7 +3,6 @@
 Redis tests use REDIS_URL or redis://127.0.0.1:6379/15 and a fresh key prefix per test; they
 are skipped, saying why, only when no Redis answers there."""
 
-import os
 import socket
 import threading
 import time
@@ -24,40 +23,7 @@ from benchmark.providers.ratelimit import (
     estimate_request_tokens,
     limiters_for,
 )
-
-REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
-
-
-def _redis_client() -> redis.Redis:
-    return redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-
-
-@pytest.fixture
-def redis_client():
-    client = _redis_client()
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        pytest.skip(f"no Redis answers at REDIS_URL or the default test URL ({exc})")
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def prefix(redis_client):
-    key_prefix = f"test:ratelimit:{uuid.uuid4().hex}"
-    yield key_prefix
-    keys = list(redis_client.scan_iter(f"{key_prefix}:*"))
-    if keys:
-        redis_client.delete(*keys)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.benchmark.providers.conftest import REDIS_URL, FakeClock, redis_test_client
 
 
 def _grants(limiter, count: int, tokens: int = 0) -> int:
@@ -110,7 +76,7 @@ def test_redis_blocking_acquire_sleeps_until_it_fits(redis_client, prefix):
 
 
 def test_two_clients_share_one_limit(redis_client, prefix):
-    other_client = _redis_client()
+    other_client = redis_test_client()
     first = RedisRateLimiter(redis_client, key_prefix=prefix, rpm=10)
     second = RedisRateLimiter(other_client, key_prefix=prefix, rpm=10)
 
@@ -123,7 +89,7 @@ def test_concurrent_workers_never_overspend_the_bucket(redis_client, prefix):
     granted = []
 
     def worker() -> None:
-        limiter = RedisRateLimiter(_redis_client(), key_prefix=prefix, rpm=25)
+        limiter = RedisRateLimiter(redis_test_client(), key_prefix=prefix, rpm=25)
         granted.append(_grants(limiter, 10))
 
     threads = [threading.Thread(target=worker) for _ in range(8)]
@@ -165,7 +131,7 @@ def test_redis_an_expired_lease_frees_its_slot(redis_client, prefix):
 
 def test_redis_a_waiter_gets_the_slot_when_another_client_releases(redis_client, prefix):
     holder = RedisConcurrencyLimiter(redis_client, key_prefix=prefix, limit=1)
-    waiter = RedisConcurrencyLimiter(_redis_client(), key_prefix=prefix, limit=1)
+    waiter = RedisConcurrencyLimiter(redis_test_client(), key_prefix=prefix, limit=1)
     held = holder.acquire()
     got: list[object] = []
     thread = threading.Thread(target=lambda: got.append(waiter.acquire()))
@@ -334,7 +300,7 @@ def test_limiters_are_shared_through_redis_when_configured(settings, redis_clien
     assert limiter.rate.key_prefix == f"proactbench:limits:{name}"
     try:
         # Another process builds its own limiter over the same keys:
-        elsewhere = RedisRateLimiter(_redis_client(), key_prefix=limiter.rate.key_prefix, rpm=2)
+        elsewhere = RedisRateLimiter(redis_test_client(), key_prefix=limiter.rate.key_prefix, rpm=2)
         assert limiter.rate.try_acquire() == 0 and elsewhere.try_acquire() == 0
         assert limiter.rate.try_acquire() > 0
     finally:

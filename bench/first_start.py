@@ -1,0 +1,181 @@
+"""First start: `make run` on a fresh checkout, step by step, until the first page is served.
+
+A copy of the project's tracked files (``git ls-files``, as a fresh clone has them) goes into a
+temporary directory with no ``.venv`` and no ``var``; then ``make run`` runs there on a free port
+and each step is timed from its output and from the files it leaves:
+
+- ``venv``: the virtual environment and pip's upgrade (``.venv/bin/python`` appears);
+- ``install``: the app's dependencies (until ``.venv/.installed-app``);
+- ``migrate`` and ``demo``: until ``load_demo`` prints the logins;
+- ``first_page``: until ``GET /accounts/login/`` answers 200 (the web server's import and
+  system checks);
+- ``worker``: until the Celery worker logs ``ready`` (it starts beside the web server).
+
+Downloads come from pip's cache when it has the packages (a machine that installed them once):
+the figure then measures this project, not the network. ``--no-pip-cache`` measures a cold
+cache too. The machine's load average is printed beside the figures.
+
+    .venv/bin/python bench/first_start.py [--no-pip-cache]
+
+Ends with ``RESULT total_s= first_page_s= venv_s= install_s= migrate_demo_s= worker_s= …``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 900
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _copy_tracked(root: Path, destination: Path) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=root, check=True, capture_output=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        source = root / name.decode()
+        if not source.is_file():  # deleted in the work tree but still tracked
+            continue
+        target = destination / name.decode()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+        target.chmod(source.stat().st_mode)
+
+
+def _page_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--no-pip-cache", action="store_true", help="download every package (PIP_NO_CACHE_DIR)"
+    )
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=ROOT,
+        help="the checkout to copy (default: this one); another worktree compares revisions",
+    )
+    args = parser.parse_args()
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    # The worker runs in its own session and may still be writing under var/ while it stops.
+    with tempfile.TemporaryDirectory(
+        prefix="proactbench-first-start-", ignore_cleanup_errors=True
+    ) as tmp:
+        checkout = Path(tmp) / "checkout"
+        _copy_tracked(args.source, checkout)
+        port = _free_port()
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("DATABASE_URL", "REDIS_URL", "VIRTUAL_ENV", "PROACTWEB_VAR_DIR")
+        }
+        env["PYTHON"] = "python3"  # what a fresh machine has; the Makefile's default
+        if args.no_pip_cache:
+            env["PIP_NO_CACHE_DIR"] = "1"
+        lines: list[tuple[float, str]] = []
+        started = time.monotonic()
+        process = subprocess.Popen(
+            ["make", "run", f"ADDR=127.0.0.1:{port}"],
+            cwd=checkout,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+        def read() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append((time.monotonic() - started, line.rstrip()))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        marks: dict[str, float] = {}
+        url = f"http://127.0.0.1:{port}/accounts/login/"
+        try:
+            while time.monotonic() - started < TIMEOUT_S:
+                now = time.monotonic() - started
+                if "venv_created" not in marks and (checkout / ".venv/bin/python").exists():
+                    marks["venv_created"] = now
+                installed = (checkout / ".venv/.installed-app", checkout / ".venv/.installed")
+                if "install" not in marks and any(path.exists() for path in installed):
+                    marks["install"] = now
+                if "demo" not in marks and any("annotator1" in text for _, text in lines):
+                    marks["demo"] = now
+                if "first_page" not in marks and "install" in marks and _page_ok(url):
+                    marks["first_page"] = now
+                if "worker" not in marks and any(" ready." in text for _, text in lines):
+                    marks["worker"] = now
+                if "first_page" in marks and "worker" in marks:
+                    break
+                if process.poll() is not None:
+                    sys.exit("make run stopped:\n" + "\n".join(t for _, t in lines[-30:]))
+                time.sleep(0.1)
+            else:
+                sys.exit(
+                    "no first page within the timeout:\n" + "\n".join(t for _, t in lines[-30:])
+                )
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGINT)
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+    # make echoes each command as it starts it: the app's install starts after pip's upgrade.
+    pip_line = next((t for t, text in lines if "constraints.txt" in text), None)
+    venv_s = pip_line if pip_line is not None else marks.get("venv_created", 0.0)
+    steps = {
+        "venv_s": venv_s,
+        "install_s": marks["install"] - venv_s,
+        "migrate_demo_s": marks["demo"] - marks["install"],
+        "first_page_s": marks["first_page"] - marks["demo"],
+        "worker_s": marks["worker"] - marks["demo"],
+    }
+    total = marks["first_page"]
+    cache = "off" if args.no_pip_cache else "on"
+    print(f"\nFirst start: `make run` on a fresh copy (pip cache {cache})")
+    print(f"machine load average (1, 5, 15 min) at the start: {load_before}\n")
+    print("| step | seconds |\n| --- | ---: |")
+    for label, key in (
+        ("virtual environment and pip's upgrade", "venv_s"),
+        ("install the app's dependencies", "install_s"),
+        ("migrate + load_demo", "migrate_demo_s"),
+        ("web server until the first page (after the demo)", "first_page_s"),
+        ("(beside it) Celery worker ready (after the demo)", "worker_s"),
+    ):
+        print(f"| {label} | {steps[key]:.1f} |")
+    print(f"| **first page, from `make run`** | **{total:.1f}** |")
+    fields = " ".join(f"{key}={value:.1f}" for key, value in steps.items())
+    print(
+        f"\nRESULT total_s={total:.1f} {fields} pip_cache={cache} "
+        f"load_before={load_before.split()[0]}"
+    )
+
+
+if __name__ == "__main__":
+    main()
