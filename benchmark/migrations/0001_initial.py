@@ -6,215 +6,583 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Domain',
+            name="Domain",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.SlugField(help_text='Release category_key, e.g. professional_persona.', max_length=40, unique=True)),
-                ('name', models.CharField(help_text="Display name, e.g. 'Sports & fitness'.", max_length=60)),
-                ('description', models.TextField(blank=True)),
-                ('order', models.PositiveSmallIntegerField(default=0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "key",
+                    models.SlugField(
+                        help_text="Release category_key, e.g. professional_persona.",
+                        max_length=40,
+                        unique=True,
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="Display name, e.g. 'Sports & fitness'.", max_length=60
+                    ),
+                ),
+                ("description", models.TextField(blank=True)),
+                ("order", models.PositiveSmallIntegerField(default=0)),
             ],
             options={
-                'ordering': ['order'],
+                "ordering": ["order"],
             },
         ),
         migrations.CreateModel(
-            name='Persona',
+            name="Persona",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('external_id', models.CharField(help_text='Release uuid.', max_length=64, unique=True)),
-                ('name', models.CharField(blank=True, max_length=120)),
-                ('summary', models.TextField(blank=True, help_text='Who this person is, in a few sentences.')),
-                ('attributes', models.JSONField(blank=True, default=dict, help_text='Any further persona facts.')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "external_id",
+                    models.CharField(help_text="Release uuid.", max_length=64, unique=True),
+                ),
+                ("name", models.CharField(blank=True, max_length=120)),
+                (
+                    "summary",
+                    models.TextField(
+                        blank=True, help_text="Who this person is, in a few sentences."
+                    ),
+                ),
+                (
+                    "attributes",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="Any further persona facts."
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='CommunicationStyle',
+            name="CommunicationStyle",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveSmallIntegerField(help_text="The release's style_combination_index (1–24).", unique=True, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(24)])),
-                ('code', models.CharField(help_text='Trait letters as in blueprint suffixes, NONE if none.', max_length=8, unique=True)),
-                ('expressiveness', models.BooleanField()),
-                ('preciseness', models.BooleanField()),
-                ('questioningness', models.BooleanField()),
-                ('verbal_aggressiveness', models.BooleanField()),
-                ('emotionality', models.BooleanField()),
-                ('impression_manipulativeness', models.BooleanField()),
-                ('description', models.TextField()),
-                ('min_words', models.PositiveSmallIntegerField(help_text='Fewest words in one user message.')),
-                ('max_words', models.PositiveSmallIntegerField(help_text='Most words in one user message.')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "index",
+                    models.PositiveSmallIntegerField(
+                        help_text="The release's style_combination_index (1–24).",
+                        unique=True,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(24),
+                        ],
+                    ),
+                ),
+                (
+                    "code",
+                    models.CharField(
+                        help_text="Trait letters as in blueprint suffixes, NONE if none.",
+                        max_length=8,
+                        unique=True,
+                    ),
+                ),
+                ("expressiveness", models.BooleanField()),
+                ("preciseness", models.BooleanField()),
+                ("questioningness", models.BooleanField()),
+                ("verbal_aggressiveness", models.BooleanField()),
+                ("emotionality", models.BooleanField()),
+                ("impression_manipulativeness", models.BooleanField()),
+                ("description", models.TextField()),
+                (
+                    "min_words",
+                    models.PositiveSmallIntegerField(help_text="Fewest words in one user message."),
+                ),
+                (
+                    "max_words",
+                    models.PositiveSmallIntegerField(help_text="Most words in one user message."),
+                ),
             ],
             options={
-                'ordering': ['index'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('index__gte', 1), ('index__lte', 24)), name='style_index_1_24'), models.CheckConstraint(condition=models.Q(('min_words__lte', models.F('max_words'))), name='style_word_bounds_ordered')],
+                "ordering": ["index"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("index__gte", 1), ("index__lte", 24)),
+                        name="style_index_1_24",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("min_words__lte", models.F("max_words"))),
+                        name="style_word_bounds_ordered",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Blueprint',
+            name="Blueprint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(help_text='Release blueprint_id, e.g. BP_X_01_EVA.', max_length=160)),
-                ('strategic_overview', models.TextField(blank=True)),
-                ('roadmap', models.JSONField(blank=True, default=list, help_text='interaction_roadmap[] as published.')),
-                ('style_guardrails', models.JSONField(blank=True, default=dict)),
-                ('style', models.ForeignKey(null=True, on_delete=django.db.models.deletion.PROTECT, related_name='blueprints', to='benchmark.communicationstyle')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "key",
+                    models.CharField(
+                        help_text="Release blueprint_id, e.g. BP_X_01_EVA.", max_length=160
+                    ),
+                ),
+                ("strategic_overview", models.TextField(blank=True)),
+                (
+                    "roadmap",
+                    models.JSONField(
+                        blank=True, default=list, help_text="interaction_roadmap[] as published."
+                    ),
+                ),
+                ("style_guardrails", models.JSONField(blank=True, default=dict)),
+                (
+                    "style",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="blueprints",
+                        to="benchmark.communicationstyle",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Dialogue',
+            name="Dialogue",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('unique_id_eval', models.CharField(help_text="The release's primary key.", max_length=255, unique=True)),
-                ('uuid', models.CharField(help_text='Persona/generation id; not unique alone.', max_length=64)),
-                ('num_turns_completed', models.PositiveSmallIntegerField()),
-                ('status', models.CharField(choices=[('draft', 'Draft'), ('in_audit', 'In audit'), ('accepted', 'Accepted'), ('rejected', 'Rejected')], default='draft', max_length=12)),
-                ('is_demo', models.BooleanField(default=False, help_text='Hand-written demo data.')),
-                ('curation_model', models.CharField(blank=True, help_text='Release evaluated_model: the model that curated it.', max_length=120)),
-                ('prompt_versions', models.JSONField(blank=True, default=dict, help_text='Agent → prompt version that produced this dialogue.')),
-                ('curated_at', models.DateTimeField(blank=True, null=True)),
-                ('token_usage', models.JSONField(blank=True, help_text='Release token_usage.', null=True)),
-                ('findings', models.JSONField(blank=True, default=list, help_text='Protocol findings: [{code, turn, message}].')),
-                ('extra', models.JSONField(blank=True, default=dict, help_text='Unmodelled top-level keys, kept for export.')),
-                ('imported_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('blueprint', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='dialogues', to='benchmark.blueprint')),
-                ('style', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='dialogues', to='benchmark.communicationstyle')),
-                ('domain', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='dialogues', to='benchmark.domain')),
-                ('persona', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='dialogues', to='benchmark.persona')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "unique_id_eval",
+                    models.CharField(
+                        help_text="The release's primary key.", max_length=255, unique=True
+                    ),
+                ),
+                (
+                    "uuid",
+                    models.CharField(
+                        help_text="Persona/generation id; not unique alone.", max_length=64
+                    ),
+                ),
+                ("num_turns_completed", models.PositiveSmallIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("draft", "Draft"),
+                            ("in_audit", "In audit"),
+                            ("accepted", "Accepted"),
+                            ("rejected", "Rejected"),
+                        ],
+                        default="draft",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "is_demo",
+                    models.BooleanField(default=False, help_text="Hand-written demo data."),
+                ),
+                (
+                    "curation_model",
+                    models.CharField(
+                        blank=True,
+                        help_text="Release evaluated_model: the model that curated it.",
+                        max_length=120,
+                    ),
+                ),
+                (
+                    "prompt_versions",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="Agent → prompt version that produced this dialogue.",
+                    ),
+                ),
+                ("curated_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "token_usage",
+                    models.JSONField(blank=True, help_text="Release token_usage.", null=True),
+                ),
+                (
+                    "findings",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="Protocol findings: [{code, turn, message}].",
+                    ),
+                ),
+                (
+                    "extra",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="Unmodelled top-level keys, kept for export.",
+                    ),
+                ),
+                ("imported_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "blueprint",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="dialogues",
+                        to="benchmark.blueprint",
+                    ),
+                ),
+                (
+                    "style",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="dialogues",
+                        to="benchmark.communicationstyle",
+                    ),
+                ),
+                (
+                    "domain",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="dialogues",
+                        to="benchmark.domain",
+                    ),
+                ),
+                (
+                    "persona",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="dialogues",
+                        to="benchmark.persona",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='Anchor',
+            name="Anchor",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(help_text='Stable key within the dialogue, e.g. A1.', max_length=40)),
-                ('text', models.TextField()),
-                ('dialogue', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='anchors', to='benchmark.dialogue')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "key",
+                    models.CharField(
+                        help_text="Stable key within the dialogue, e.g. A1.", max_length=40
+                    ),
+                ),
+                ("text", models.TextField()),
+                (
+                    "dialogue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="anchors",
+                        to="benchmark.dialogue",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['dialogue_id', 'key'],
+                "ordering": ["dialogue_id", "key"],
             },
         ),
         migrations.CreateModel(
-            name='ModelEndpoint',
+            name="ModelEndpoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(help_text='Short unique handle.', max_length=80, unique=True)),
-                ('display_name', models.CharField(help_text='Name shown to researchers.', max_length=120)),
-                ('provider', models.CharField(choices=[('openai', 'OpenAI'), ('anthropic', 'Anthropic'), ('openai-compatible', 'OpenAI-compatible (vLLM, Ollama, …)'), ('replay', 'Replay (recorded replies, offline)')], max_length=20)),
-                ('model_name', models.CharField(help_text='Model id sent to the provider.', max_length=200)),
-                ('base_url', models.URLField(blank=True, help_text="Empty = the provider's default URL.")),
-                ('default_params', models.JSONField(blank=True, default=dict, help_text='e.g. {"temperature": 0.7, "max_tokens": 1024}.')),
-                ('api_key_env', models.CharField(blank=True, help_text='Name of the environment variable that holds the key (never the key).', max_length=80, validators=[django.core.validators.RegexValidator('^[A-Z_][A-Z0-9_]*$', 'Name of an environment variable, e.g. OPENAI_API_KEY.')])),
-                ('is_active', models.BooleanField(default=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.SlugField(help_text="Short unique handle.", max_length=80, unique=True),
+                ),
+                (
+                    "display_name",
+                    models.CharField(help_text="Name shown to researchers.", max_length=120),
+                ),
+                (
+                    "provider",
+                    models.CharField(
+                        choices=[
+                            ("openai", "OpenAI"),
+                            ("anthropic", "Anthropic"),
+                            ("openai-compatible", "OpenAI-compatible (vLLM, Ollama, …)"),
+                            ("replay", "Replay (recorded replies, offline)"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "model_name",
+                    models.CharField(help_text="Model id sent to the provider.", max_length=200),
+                ),
+                (
+                    "base_url",
+                    models.URLField(blank=True, help_text="Empty = the provider's default URL."),
+                ),
+                (
+                    "default_params",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text='e.g. {"temperature": 0.7, "max_tokens": 1024}.',
+                    ),
+                ),
+                (
+                    "api_key_env",
+                    models.CharField(
+                        blank=True,
+                        help_text="Name of the environment variable that holds the key (never the key).",
+                        max_length=80,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[A-Z_][A-Z0-9_]*$",
+                                "Name of an environment variable, e.g. OPENAI_API_KEY.",
+                            )
+                        ],
+                    ),
+                ),
+                ("is_active", models.BooleanField(default=True)),
             ],
             options={
-                'ordering': ['display_name'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('provider__in', ['replay', 'openai-compatible']), models.Q(('api_key_env', ''), _negated=True), _connector='OR'), name='endpoint_key_env_unless_replay')],
+                "ordering": ["display_name"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("provider__in", ["replay", "openai-compatible"]),
+                            models.Q(("api_key_env", ""), _negated=True),
+                            _connector="OR",
+                        ),
+                        name="endpoint_key_env_unless_replay",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Scenario',
+            name="Scenario",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(help_text='Release scenario_id, e.g. PROFESSIONAL_01.', max_length=120)),
-                ('title', models.CharField(blank=True, max_length=200)),
-                ('hidden_goal', models.TextField(blank=True, help_text='What the user really needs (unstated).')),
-                ('surface_request', models.TextField(blank=True, help_text='What the user asks for at first.')),
-                ('ideal_trajectory', models.TextField(blank=True)),
-                ('anchors', models.JSONField(blank=True, default=list, help_text='Implicit anchors the scenario may disclose.')),
-                ('domain', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='scenarios', to='benchmark.domain')),
-                ('persona', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='scenarios', to='benchmark.persona')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "key",
+                    models.CharField(
+                        help_text="Release scenario_id, e.g. PROFESSIONAL_01.", max_length=120
+                    ),
+                ),
+                ("title", models.CharField(blank=True, max_length=200)),
+                (
+                    "hidden_goal",
+                    models.TextField(
+                        blank=True, help_text="What the user really needs (unstated)."
+                    ),
+                ),
+                (
+                    "surface_request",
+                    models.TextField(blank=True, help_text="What the user asks for at first."),
+                ),
+                ("ideal_trajectory", models.TextField(blank=True)),
+                (
+                    "anchors",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="Implicit anchors the scenario may disclose.",
+                    ),
+                ),
+                (
+                    "domain",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="scenarios",
+                        to="benchmark.domain",
+                    ),
+                ),
+                (
+                    "persona",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="scenarios",
+                        to="benchmark.persona",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='dialogue',
-            name='scenario',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='dialogues', to='benchmark.scenario'),
+            model_name="dialogue",
+            name="scenario",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="dialogues",
+                to="benchmark.scenario",
+            ),
         ),
         migrations.AddField(
-            model_name='blueprint',
-            name='scenario',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='blueprints', to='benchmark.scenario'),
+            model_name="blueprint",
+            name="scenario",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="blueprints",
+                to="benchmark.scenario",
+            ),
         ),
         migrations.CreateModel(
-            name='Turn',
+            name="Turn",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveSmallIntegerField(help_text='1-based turn number.')),
-                ('user_message', models.TextField()),
-                ('assistant_response', models.TextField()),
-                ('planner', models.JSONField(blank=True, help_text="The Planner's decision for this turn, as published.", null=True)),
-                ('extra', models.JSONField(blank=True, default=dict)),
-                ('dialogue', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='turns', to='benchmark.dialogue')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("index", models.PositiveSmallIntegerField(help_text="1-based turn number.")),
+                ("user_message", models.TextField()),
+                ("assistant_response", models.TextField()),
+                (
+                    "planner",
+                    models.JSONField(
+                        blank=True,
+                        help_text="The Planner's decision for this turn, as published.",
+                        null=True,
+                    ),
+                ),
+                ("extra", models.JSONField(blank=True, default=dict)),
+                (
+                    "dialogue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="turns",
+                        to="benchmark.dialogue",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['dialogue_id', 'index'],
+                "ordering": ["dialogue_id", "index"],
             },
         ),
         migrations.CreateModel(
-            name='Trigger',
+            name="Trigger",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('type', models.CharField(choices=[('EMERGENT', 'Emergent'), ('CRITICAL', 'Critical'), ('RECOVERY', 'Recovery')], max_length=10)),
-                ('pass_criteria', models.TextField()),
-                ('partial_criteria', models.TextField()),
-                ('fail_criteria', models.TextField()),
-                ('rubric_extra', models.JSONField(blank=True, default=dict)),
-                ('extra', models.JSONField(blank=True, default=dict)),
-                ('anchors', models.ManyToManyField(blank=True, help_text='Anchors the rubric relies on.', related_name='triggers', to='benchmark.anchor')),
-                ('turn', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='trigger', to='benchmark.turn')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "type",
+                    models.CharField(
+                        choices=[
+                            ("EMERGENT", "Emergent"),
+                            ("CRITICAL", "Critical"),
+                            ("RECOVERY", "Recovery"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("pass_criteria", models.TextField()),
+                ("partial_criteria", models.TextField()),
+                ("fail_criteria", models.TextField()),
+                ("rubric_extra", models.JSONField(blank=True, default=dict)),
+                ("extra", models.JSONField(blank=True, default=dict)),
+                (
+                    "anchors",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Anchors the rubric relies on.",
+                        related_name="triggers",
+                        to="benchmark.anchor",
+                    ),
+                ),
+                (
+                    "turn",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="trigger",
+                        to="benchmark.turn",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['turn_id'],
+                "ordering": ["turn_id"],
             },
         ),
         migrations.AddField(
-            model_name='anchor',
-            name='disclosed_in',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='anchors_disclosed', to='benchmark.turn'),
+            model_name="anchor",
+            name="disclosed_in",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="anchors_disclosed",
+                to="benchmark.turn",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scenario',
-            constraint=models.UniqueConstraint(fields=('key', 'persona'), name='scenario_unique_per_persona'),
+            model_name="scenario",
+            constraint=models.UniqueConstraint(
+                fields=("key", "persona"), name="scenario_unique_per_persona"
+            ),
         ),
         migrations.AddIndex(
-            model_name='dialogue',
-            index=models.Index(fields=['status'], name='benchmark_d_status_22e4d5_idx'),
+            model_name="dialogue",
+            index=models.Index(fields=["status"], name="benchmark_d_status_22e4d5_idx"),
         ),
         migrations.AddIndex(
-            model_name='dialogue',
-            index=models.Index(fields=['uuid'], name='benchmark_d_uuid_eb48e7_idx'),
+            model_name="dialogue",
+            index=models.Index(fields=["uuid"], name="benchmark_d_uuid_eb48e7_idx"),
         ),
         migrations.AddConstraint(
-            model_name='blueprint',
-            constraint=models.UniqueConstraint(fields=('key', 'scenario'), name='blueprint_unique_per_scenario'),
+            model_name="blueprint",
+            constraint=models.UniqueConstraint(
+                fields=("key", "scenario"), name="blueprint_unique_per_scenario"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='turn',
-            constraint=models.UniqueConstraint(fields=('dialogue', 'index'), name='turn_unique_index'),
+            model_name="turn",
+            constraint=models.UniqueConstraint(
+                fields=("dialogue", "index"), name="turn_unique_index"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='turn',
-            constraint=models.CheckConstraint(condition=models.Q(('index__gte', 1)), name='turn_index_positive'),
+            model_name="turn",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("index__gte", 1)), name="turn_index_positive"
+            ),
         ),
         migrations.AddIndex(
-            model_name='trigger',
-            index=models.Index(fields=['type'], name='benchmark_t_type_716b48_idx'),
+            model_name="trigger",
+            index=models.Index(fields=["type"], name="benchmark_t_type_716b48_idx"),
         ),
         migrations.AddConstraint(
-            model_name='anchor',
-            constraint=models.UniqueConstraint(fields=('dialogue', 'key'), name='anchor_unique_key'),
+            model_name="anchor",
+            constraint=models.UniqueConstraint(
+                fields=("dialogue", "key"), name="anchor_unique_key"
+            ),
         ),
     ]

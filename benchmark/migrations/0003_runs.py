@@ -7,169 +7,491 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0002_seed_domains_and_styles'),
+        ("benchmark", "0002_seed_domains_and_styles"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ModelPrice',
+            name="ModelPrice",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model_name', models.CharField(help_text='Matches ModelEndpoint.model_name.', max_length=200, unique=True)),
-                ('input_usd_per_mtok', models.DecimalField(decimal_places=4, help_text='USD per million input tokens.', max_digits=10)),
-                ('output_usd_per_mtok', models.DecimalField(decimal_places=4, help_text='USD per million output tokens (reasoning tokens are billed as output).', max_digits=10)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "model_name",
+                    models.CharField(
+                        help_text="Matches ModelEndpoint.model_name.", max_length=200, unique=True
+                    ),
+                ),
+                (
+                    "input_usd_per_mtok",
+                    models.DecimalField(
+                        decimal_places=4, help_text="USD per million input tokens.", max_digits=10
+                    ),
+                ),
+                (
+                    "output_usd_per_mtok",
+                    models.DecimalField(
+                        decimal_places=4,
+                        help_text="USD per million output tokens (reasoning tokens are billed as output).",
+                        max_digits=10,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['model_name'],
+                "ordering": ["model_name"],
             },
         ),
         migrations.CreateModel(
-            name='ResponseCacheEntry',
+            name="ResponseCacheEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64, unique=True)),
-                ('endpoint_name', models.CharField(max_length=80)),
-                ('text', models.TextField()),
-                ('input_tokens', models.PositiveIntegerField(default=0)),
-                ('output_tokens', models.PositiveIntegerField(default=0)),
-                ('reasoning_tokens', models.PositiveIntegerField(default=0)),
-                ('latency_s', models.FloatField(default=0)),
-                ('request_id', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=64, unique=True)),
+                ("endpoint_name", models.CharField(max_length=80)),
+                ("text", models.TextField()),
+                ("input_tokens", models.PositiveIntegerField(default=0)),
+                ("output_tokens", models.PositiveIntegerField(default=0)),
+                ("reasoning_tokens", models.PositiveIntegerField(default=0)),
+                ("latency_s", models.FloatField(default=0)),
+                ("request_id", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.CreateModel(
-            name='EvaluationRun',
+            name="EvaluationRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('source', models.CharField(choices=[('pipeline', 'Run here'), ('imported', 'Imported results')], default='pipeline', max_length=10)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('cancelling', 'Cancelling'), ('cancelled', 'Cancelled'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=12)),
-                ('conditions', models.JSONField(default=list, help_text='e.g. ["vanilla", "rubric_injected"].')),
-                ('samples', models.PositiveSmallIntegerField(default=1, help_text='Replies per trigger.')),
-                ('use_cache', models.BooleanField(default=True, help_text='Reuse earlier identical calls; off = fresh sampling.')),
-                ('lease_seconds', models.PositiveIntegerField(default=900, help_text='A unit claimed longer ago than this may be reclaimed (its worker died).')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('notes', models.TextField(blank=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('dialogues', models.ManyToManyField(blank=True, help_text='Dialogues whose triggers are evaluated (default: the accepted ones).', related_name='runs', to='benchmark.dialogue')),
-                ('endpoints', models.ManyToManyField(help_text='Models under test.', related_name='evaluated_in', to='benchmark.modelendpoint')),
-                ('judges', models.ManyToManyField(blank=True, help_text='Every judge scores every reply.', related_name='judging_in', to='benchmark.modelendpoint')),
-                ('primary_judge', models.ForeignKey(blank=True, help_text='Whose verdict is the default for statistics (one of the judges).', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("pipeline", "Run here"), ("imported", "Imported results")],
+                        default="pipeline",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("cancelling", "Cancelling"),
+                            ("cancelled", "Cancelled"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "conditions",
+                    models.JSONField(
+                        default=list, help_text='e.g. ["vanilla", "rubric_injected"].'
+                    ),
+                ),
+                (
+                    "samples",
+                    models.PositiveSmallIntegerField(default=1, help_text="Replies per trigger."),
+                ),
+                (
+                    "use_cache",
+                    models.BooleanField(
+                        default=True,
+                        help_text="Reuse earlier identical calls; off = fresh sampling.",
+                    ),
+                ),
+                (
+                    "lease_seconds",
+                    models.PositiveIntegerField(
+                        default=900,
+                        help_text="A unit claimed longer ago than this may be reclaimed (its worker died).",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("notes", models.TextField(blank=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "dialogues",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Dialogues whose triggers are evaluated (default: the accepted ones).",
+                        related_name="runs",
+                        to="benchmark.dialogue",
+                    ),
+                ),
+                (
+                    "endpoints",
+                    models.ManyToManyField(
+                        help_text="Models under test.",
+                        related_name="evaluated_in",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "judges",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Every judge scores every reply.",
+                        related_name="judging_in",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "primary_judge",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Whose verdict is the default for statistics (one of the judges).",
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='EvaluationUnit',
+            name="EvaluationUnit",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('condition', models.CharField(choices=[('vanilla', 'Vanilla'), ('rubric_injected', 'Rubric-injected')], max_length=16)),
-                ('sample_index', models.PositiveSmallIntegerField(default=0)),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('done', 'Done'), ('error', 'Error'), ('missing', 'Missing (imported results had no row)')], default='pending', max_length=8)),
-                ('claim_token', models.CharField(blank=True, max_length=32)),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('reply', models.TextField(blank=True)),
-                ('input_tokens', models.PositiveIntegerField(default=0)),
-                ('output_tokens', models.PositiveIntegerField(default=0)),
-                ('reasoning_tokens', models.PositiveIntegerField(default=0)),
-                ('latency_s', models.FloatField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=0, help_text='Times a worker claimed it.')),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('extra', models.JSONField(blank=True, default=dict, help_text='Imported fields kept verbatim.')),
-                ('endpoint', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='units', to='benchmark.modelendpoint')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='units', to='benchmark.evaluationrun')),
-                ('trigger', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='units', to='benchmark.trigger')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "condition",
+                    models.CharField(
+                        choices=[("vanilla", "Vanilla"), ("rubric_injected", "Rubric-injected")],
+                        max_length=16,
+                    ),
+                ),
+                ("sample_index", models.PositiveSmallIntegerField(default=0)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("error", "Error"),
+                            ("missing", "Missing (imported results had no row)"),
+                        ],
+                        default="pending",
+                        max_length=8,
+                    ),
+                ),
+                ("claim_token", models.CharField(blank=True, max_length=32)),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("reply", models.TextField(blank=True)),
+                ("input_tokens", models.PositiveIntegerField(default=0)),
+                ("output_tokens", models.PositiveIntegerField(default=0)),
+                ("reasoning_tokens", models.PositiveIntegerField(default=0)),
+                ("latency_s", models.FloatField(default=0)),
+                ("error", models.TextField(blank=True)),
+                (
+                    "attempts",
+                    models.PositiveSmallIntegerField(
+                        default=0, help_text="Times a worker claimed it."
+                    ),
+                ),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "extra",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="Imported fields kept verbatim."
+                    ),
+                ),
+                (
+                    "endpoint",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="units",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="units",
+                        to="benchmark.evaluationrun",
+                    ),
+                ),
+                (
+                    "trigger",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="units",
+                        to="benchmark.trigger",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='JudgeDisagreement',
+            name="JudgeDisagreement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('verdicts', models.JSONField(help_text='judge name → verdict')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('unit', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='disagreement', to='benchmark.evaluationunit')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("verdicts", models.JSONField(help_text="judge name → verdict")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "unit",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="disagreement",
+                        to="benchmark.evaluationunit",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Judgment',
+            name="Judgment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('judge_name', models.CharField(help_text="The judge as named (an endpoint's name, or as imported).", max_length=120)),
-                ('state', models.CharField(choices=[('done', 'Done'), ('judge_error', 'Judge error')], max_length=12)),
-                ('verdict', models.CharField(blank=True, choices=[('PASS', 'Pass'), ('PARTIAL', 'Partial'), ('FAIL', 'Fail')], max_length=8)),
-                ('rationale', models.TextField(blank=True)),
-                ('evidence', models.TextField(blank=True)),
-                ('evidence_status', models.CharField(choices=[('exact', 'Verbatim in the reply'), ('close', 'Close (some fragments condensed)'), ('not_found', 'Not found in the reply'), ('none', 'No evidence given')], default='none', max_length=10)),
-                ('evidence_found_share', models.FloatField(blank=True, help_text='Share of evidence fragments found in the reply.', null=True)),
-                ('raw_output', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=1)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('judge', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='judgments', to='benchmark.modelendpoint')),
-                ('unit', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='judgments', to='benchmark.evaluationunit')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "judge_name",
+                    models.CharField(
+                        help_text="The judge as named (an endpoint's name, or as imported).",
+                        max_length=120,
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("done", "Done"), ("judge_error", "Judge error")], max_length=12
+                    ),
+                ),
+                (
+                    "verdict",
+                    models.CharField(
+                        blank=True,
+                        choices=[("PASS", "Pass"), ("PARTIAL", "Partial"), ("FAIL", "Fail")],
+                        max_length=8,
+                    ),
+                ),
+                ("rationale", models.TextField(blank=True)),
+                ("evidence", models.TextField(blank=True)),
+                (
+                    "evidence_status",
+                    models.CharField(
+                        choices=[
+                            ("exact", "Verbatim in the reply"),
+                            ("close", "Close (some fragments condensed)"),
+                            ("not_found", "Not found in the reply"),
+                            ("none", "No evidence given"),
+                        ],
+                        default="none",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "evidence_found_share",
+                    models.FloatField(
+                        blank=True,
+                        help_text="Share of evidence fragments found in the reply.",
+                        null=True,
+                    ),
+                ),
+                ("raw_output", models.TextField(blank=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=1)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "judge",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="judgments",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "unit",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="judgments",
+                        to="benchmark.evaluationunit",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ProviderCall',
+            name="ProviderCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('purpose', models.CharField(choices=[('reply', 'Model reply'), ('judgment', 'Judgment'), ('curation', 'Curation'), ('test', 'Connection test')], max_length=10)),
-                ('cache_key', models.CharField(db_index=True, max_length=64)),
-                ('ok', models.BooleanField(default=True)),
-                ('error', models.TextField(blank=True)),
-                ('input_tokens', models.PositiveIntegerField(default=0)),
-                ('output_tokens', models.PositiveIntegerField(default=0)),
-                ('reasoning_tokens', models.PositiveIntegerField(default=0)),
-                ('latency_s', models.FloatField(default=0)),
-                ('attempts', models.PositiveSmallIntegerField(default=1)),
-                ('request_id', models.CharField(blank=True, max_length=200)),
-                ('cost_usd', models.DecimalField(decimal_places=6, default=Decimal('0'), max_digits=12)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('endpoint', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='calls', to='benchmark.modelendpoint')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='calls', to='benchmark.evaluationrun')),
-                ('unit', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='calls', to='benchmark.evaluationunit')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "purpose",
+                    models.CharField(
+                        choices=[
+                            ("reply", "Model reply"),
+                            ("judgment", "Judgment"),
+                            ("curation", "Curation"),
+                            ("test", "Connection test"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("cache_key", models.CharField(db_index=True, max_length=64)),
+                ("ok", models.BooleanField(default=True)),
+                ("error", models.TextField(blank=True)),
+                ("input_tokens", models.PositiveIntegerField(default=0)),
+                ("output_tokens", models.PositiveIntegerField(default=0)),
+                ("reasoning_tokens", models.PositiveIntegerField(default=0)),
+                ("latency_s", models.FloatField(default=0)),
+                ("attempts", models.PositiveSmallIntegerField(default=1)),
+                ("request_id", models.CharField(blank=True, max_length=200)),
+                (
+                    "cost_usd",
+                    models.DecimalField(decimal_places=6, default=Decimal("0"), max_digits=12),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "endpoint",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="calls",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="calls",
+                        to="benchmark.evaluationrun",
+                    ),
+                ),
+                (
+                    "unit",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="calls",
+                        to="benchmark.evaluationunit",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ResultRecordMeta',
+            name="ResultRecordMeta",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('meta', models.JSONField(default=dict)),
-                ('dialogue', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.dialogue')),
-                ('endpoint', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='record_meta', to='benchmark.evaluationrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("meta", models.JSONField(default=dict)),
+                (
+                    "dialogue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.dialogue",
+                    ),
+                ),
+                (
+                    "endpoint",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="record_meta",
+                        to="benchmark.evaluationrun",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='evaluationunit',
-            index=models.Index(fields=['run', 'state'], name='benchmark_e_run_id_a35b0e_idx'),
+            model_name="evaluationunit",
+            index=models.Index(fields=["run", "state"], name="benchmark_e_run_id_a35b0e_idx"),
         ),
         migrations.AddConstraint(
-            model_name='evaluationunit',
-            constraint=models.UniqueConstraint(fields=('run', 'trigger', 'endpoint', 'condition', 'sample_index'), name='unit_unique_key'),
+            model_name="evaluationunit",
+            constraint=models.UniqueConstraint(
+                fields=("run", "trigger", "endpoint", "condition", "sample_index"),
+                name="unit_unique_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='judgment',
-            constraint=models.UniqueConstraint(fields=('unit', 'judge_name'), name='judgment_unique_per_judge'),
+            model_name="judgment",
+            constraint=models.UniqueConstraint(
+                fields=("unit", "judge_name"), name="judgment_unique_per_judge"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='judgment',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('state', 'judge_error'), ('verdict', '')), models.Q(('state', 'done'), models.Q(('verdict', ''), _negated=True)), _connector='OR'), name='judgment_verdict_iff_done'),
+            model_name="judgment",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("state", "judge_error"), ("verdict", "")),
+                    models.Q(("state", "done"), models.Q(("verdict", ""), _negated=True)),
+                    _connector="OR",
+                ),
+                name="judgment_verdict_iff_done",
+            ),
         ),
         migrations.AddIndex(
-            model_name='providercall',
-            index=models.Index(fields=['run', 'ok'], name='benchmark_p_run_id_b43ab6_idx'),
+            model_name="providercall",
+            index=models.Index(fields=["run", "ok"], name="benchmark_p_run_id_b43ab6_idx"),
         ),
         migrations.AddConstraint(
-            model_name='resultrecordmeta',
-            constraint=models.UniqueConstraint(fields=('run', 'endpoint', 'dialogue'), name='result_meta_unique'),
+            model_name="resultrecordmeta",
+            constraint=models.UniqueConstraint(
+                fields=("run", "endpoint", "dialogue"), name="result_meta_unique"
+            ),
         ),
     ]

@@ -4,18 +4,17 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0004_call_in_flight'),
+        ("benchmark", "0004_call_in_flight"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='callinflight',
-            options={'verbose_name_plural': 'calls in flight'},
+            name="callinflight",
+            options={"verbose_name_plural": "calls in flight"},
         ),
         migrations.AlterModelOptions(
-            name='responsecacheentry',
-            options={'verbose_name_plural': 'response cache entries'},
+            name="responsecacheentry",
+            options={"verbose_name_plural": "response cache entries"},
         ),
     ]

@@ -7,28 +7,83 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0006_adjudication'),
+        ("benchmark", "0006_adjudication"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RunAuditEvent',
+            name="RunAuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('run_name', models.CharField(help_text="The run's name at the time.", max_length=200)),
-                ('action', models.CharField(choices=[('launch', 'Launch'), ('resume', 'Resume'), ('retry_errors', 'Retry errors')], max_length=16)),
-                ('actor_name', models.CharField(help_text='The username, or the system user who ran the command.', max_length=200)),
-                ('via', models.CharField(choices=[('admin', 'Admin'), ('command', 'Management command')], max_length=10)),
-                ('note', models.CharField(blank=True, help_text='e.g. how many units.', max_length=500)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('actor', models.ForeignKey(blank=True, help_text='The admin who acted (empty for a command, or once the user is deleted).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('run', models.ForeignKey(blank=True, help_text='The run acted on (empty once the run is deleted).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='audit_events', to='benchmark.evaluationrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "run_name",
+                    models.CharField(help_text="The run's name at the time.", max_length=200),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("launch", "Launch"),
+                            ("resume", "Resume"),
+                            ("retry_errors", "Retry errors"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "actor_name",
+                    models.CharField(
+                        help_text="The username, or the system user who ran the command.",
+                        max_length=200,
+                    ),
+                ),
+                (
+                    "via",
+                    models.CharField(
+                        choices=[("admin", "Admin"), ("command", "Management command")],
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "note",
+                    models.CharField(blank=True, help_text="e.g. how many units.", max_length=500),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The admin who acted (empty for a command, or once the user is deleted).",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The run acted on (empty once the run is deleted).",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="audit_events",
+                        to="benchmark.evaluationrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
     ]

@@ -5,19 +5,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0007_run_audit_event'),
+        ("benchmark", "0007_run_audit_event"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='modelendpoint',
-            name='endpoint_key_env_unless_replay',
+            model_name="modelendpoint",
+            name="endpoint_key_env_unless_replay",
         ),
         migrations.AlterField(
-            model_name='modelendpoint',
-            name='provider',
-            field=models.CharField(choices=benchmark.providers.registry.choices, help_text='Which adapter calls the model (docs/pipeline.md lists them).', max_length=20),
+            model_name="modelendpoint",
+            name="provider",
+            field=models.CharField(
+                choices=benchmark.providers.registry.choices,
+                help_text="Which adapter calls the model (docs/pipeline.md lists them).",
+                max_length=20,
+            ),
         ),
     ]

@@ -4,20 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0008_provider_choices_from_registry'),
+        ("benchmark", "0008_provider_choices_from_registry"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='evaluationunit',
-            name='dispatched_at',
-            field=models.DateTimeField(blank=True, help_text="When a failed batch handed this unit back or the sweep re-dispatched it (empty: queued by a launch or resume); a pending unit whose stamp is older than the run's lease is dispatched again.", null=True),
+            model_name="evaluationunit",
+            name="dispatched_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="When a failed batch handed this unit back or the sweep re-dispatched it (empty: queued by a launch or resume); a pending unit whose stamp is older than the run's lease is dispatched again.",
+                null=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='evaluationrun',
-            name='lease_seconds',
-            field=models.PositiveIntegerField(default=900, help_text='A unit claimed longer ago than this may be reclaimed (its worker died); the sweep dispatches it again.'),
+            model_name="evaluationrun",
+            name="lease_seconds",
+            field=models.PositiveIntegerField(
+                default=900,
+                help_text="A unit claimed longer ago than this may be reclaimed (its worker died); the sweep dispatches it again.",
+            ),
         ),
     ]

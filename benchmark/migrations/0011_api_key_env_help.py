@@ -5,15 +5,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0010_release_style_table'),
+        ("benchmark", "0010_release_style_table"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='modelendpoint',
-            name='api_key_env',
-            field=models.CharField(blank=True, help_text="Name of the environment variable that holds the key (never the key): one ending in _API_KEY, or listed in PROACTBENCH_API_KEY_ENV_ALLOWED; never the workbench's own secrets.", max_length=80, validators=[django.core.validators.RegexValidator('^[A-Z_][A-Z0-9_]*$', 'Name of an environment variable, e.g. OPENAI_API_KEY.')]),
+            model_name="modelendpoint",
+            name="api_key_env",
+            field=models.CharField(
+                blank=True,
+                help_text="Name of the environment variable that holds the key (never the key): one ending in _API_KEY, or listed in PROACTBENCH_API_KEY_ENV_ALLOWED; never the workbench's own secrets.",
+                max_length=80,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^[A-Z_][A-Z0-9_]*$",
+                        "Name of an environment variable, e.g. OPENAI_API_KEY.",
+                    )
+                ],
+            ),
         ),
     ]

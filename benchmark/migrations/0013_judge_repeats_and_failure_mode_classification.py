@@ -5,80 +5,259 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0011_api_key_env_help'),
+        ("benchmark", "0011_api_key_env_help"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='evaluationrun',
-            name='failure_mode_classifier',
-            field=models.ForeignKey(blank=True, help_text='Labels the failure mode of every RECOVERY reply the primary judge failed (empty: no classification).', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint'),
+            model_name="evaluationrun",
+            name="failure_mode_classifier",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="Labels the failure mode of every RECOVERY reply the primary judge failed (empty: no classification).",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="benchmark.modelendpoint",
+            ),
         ),
         migrations.AddField(
-            model_name='evaluationrun',
-            name='judge_epochs',
-            field=models.PositiveSmallIntegerField(default=1, help_text="Verdicts each judge gives on each reply. The first is the judgment; more are repeats (JudgmentRepeat) that measure each judge's self-consistency."),
+            model_name="evaluationrun",
+            name="judge_epochs",
+            field=models.PositiveSmallIntegerField(
+                default=1,
+                help_text="Verdicts each judge gives on each reply. The first is the judgment; more are repeats (JudgmentRepeat) that measure each judge's self-consistency.",
+            ),
         ),
         migrations.AddField(
-            model_name='evaluationrun',
-            name='judging_only',
-            field=models.BooleanField(default=False, help_text='Set by a re-judge: units without a reply are left as they are, so judges and the classifier are asked but no reply is ever generated.'),
+            model_name="evaluationrun",
+            name="judging_only",
+            field=models.BooleanField(
+                default=False,
+                help_text="Set by a re-judge: units without a reply are left as they are, so judges and the classifier are asked but no reply is ever generated.",
+            ),
         ),
         migrations.AlterField(
-            model_name='providercall',
-            name='purpose',
-            field=models.CharField(choices=[('reply', 'Model reply'), ('judgment', 'Judgment'), ('classify', 'Failure-mode classification'), ('curation', 'Curation'), ('test', 'Connection test')], max_length=10),
+            model_name="providercall",
+            name="purpose",
+            field=models.CharField(
+                choices=[
+                    ("reply", "Model reply"),
+                    ("judgment", "Judgment"),
+                    ("classify", "Failure-mode classification"),
+                    ("curation", "Curation"),
+                    ("test", "Connection test"),
+                ],
+                max_length=10,
+            ),
         ),
         migrations.AlterField(
-            model_name='runauditevent',
-            name='action',
-            field=models.CharField(choices=[('launch', 'Launch'), ('resume', 'Resume'), ('retry_errors', 'Retry errors'), ('rejudge', 'Re-judge'), ('classify', 'Classify failure modes')], max_length=16),
+            model_name="runauditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("launch", "Launch"),
+                    ("resume", "Resume"),
+                    ("retry_errors", "Retry errors"),
+                    ("rejudge", "Re-judge"),
+                    ("classify", "Classify failure modes"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='FailureModeClassification',
+            name="FailureModeClassification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('classifier_name', models.CharField(help_text="The classifier as named (an endpoint's name, or as recorded).", max_length=120)),
-                ('state', models.CharField(choices=[('done', 'Done'), ('classifier_error', 'Classifier error')], max_length=16)),
-                ('failure_mode', models.CharField(blank=True, choices=[('generic_closing', 'Generic closing'), ('deliverable_repetition', 'Deliverable repetition'), ('ungrounded_suggestion', 'Ungrounded suggestion'), ('premature_closure', 'Premature closure'), ('other', 'Other')], max_length=24)),
-                ('quote', models.TextField(blank=True, help_text='Verbatim from the reply.')),
-                ('quote_status', models.CharField(choices=[('exact', 'Verbatim in the reply'), ('close', 'Close (some fragments condensed)'), ('not_found', 'Not found in the reply'), ('none', 'No evidence given')], default='none', max_length=10)),
-                ('quote_found_share', models.FloatField(blank=True, null=True)),
-                ('rationale', models.TextField(blank=True)),
-                ('raw_output', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=1)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('classifier', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint')),
-                ('unit', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='failure_mode_classifications', to='benchmark.evaluationunit')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "classifier_name",
+                    models.CharField(
+                        help_text="The classifier as named (an endpoint's name, or as recorded).",
+                        max_length=120,
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("done", "Done"), ("classifier_error", "Classifier error")],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "failure_mode",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("generic_closing", "Generic closing"),
+                            ("deliverable_repetition", "Deliverable repetition"),
+                            ("ungrounded_suggestion", "Ungrounded suggestion"),
+                            ("premature_closure", "Premature closure"),
+                            ("other", "Other"),
+                        ],
+                        max_length=24,
+                    ),
+                ),
+                ("quote", models.TextField(blank=True, help_text="Verbatim from the reply.")),
+                (
+                    "quote_status",
+                    models.CharField(
+                        choices=[
+                            ("exact", "Verbatim in the reply"),
+                            ("close", "Close (some fragments condensed)"),
+                            ("not_found", "Not found in the reply"),
+                            ("none", "No evidence given"),
+                        ],
+                        default="none",
+                        max_length=10,
+                    ),
+                ),
+                ("quote_found_share", models.FloatField(blank=True, null=True)),
+                ("rationale", models.TextField(blank=True)),
+                ("raw_output", models.TextField(blank=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=1)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "classifier",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "unit",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="failure_mode_classifications",
+                        to="benchmark.evaluationunit",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('unit', 'classifier_name'), name='classification_unique_per_classifier'), models.CheckConstraint(condition=models.Q(models.Q(('failure_mode', ''), ('state', 'classifier_error')), models.Q(('state', 'done'), models.Q(('failure_mode', ''), _negated=True)), _connector='OR'), name='classification_mode_iff_done')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("unit", "classifier_name"),
+                        name="classification_unique_per_classifier",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("failure_mode", ""), ("state", "classifier_error")),
+                            models.Q(
+                                ("state", "done"), models.Q(("failure_mode", ""), _negated=True)
+                            ),
+                            _connector="OR",
+                        ),
+                        name="classification_mode_iff_done",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='JudgmentRepeat',
+            name="JudgmentRepeat",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('judge_name', models.CharField(help_text="The judge as named (an endpoint's name, or as imported).", max_length=120)),
-                ('state', models.CharField(choices=[('done', 'Done'), ('judge_error', 'Judge error')], max_length=12)),
-                ('verdict', models.CharField(blank=True, choices=[('PASS', 'Pass'), ('PARTIAL', 'Partial'), ('FAIL', 'Fail')], max_length=8)),
-                ('rationale', models.TextField(blank=True)),
-                ('evidence', models.TextField(blank=True)),
-                ('evidence_status', models.CharField(choices=[('exact', 'Verbatim in the reply'), ('close', 'Close (some fragments condensed)'), ('not_found', 'Not found in the reply'), ('none', 'No evidence given')], default='none', max_length=10)),
-                ('evidence_found_share', models.FloatField(blank=True, help_text='Share of evidence fragments found in the reply.', null=True)),
-                ('raw_output', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=1)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('epoch', models.PositiveSmallIntegerField(help_text="1, 2, …: the repeat's number.")),
-                ('judge', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint')),
-                ('unit', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='judgment_repeats', to='benchmark.evaluationunit')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "judge_name",
+                    models.CharField(
+                        help_text="The judge as named (an endpoint's name, or as imported).",
+                        max_length=120,
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("done", "Done"), ("judge_error", "Judge error")], max_length=12
+                    ),
+                ),
+                (
+                    "verdict",
+                    models.CharField(
+                        blank=True,
+                        choices=[("PASS", "Pass"), ("PARTIAL", "Partial"), ("FAIL", "Fail")],
+                        max_length=8,
+                    ),
+                ),
+                ("rationale", models.TextField(blank=True)),
+                ("evidence", models.TextField(blank=True)),
+                (
+                    "evidence_status",
+                    models.CharField(
+                        choices=[
+                            ("exact", "Verbatim in the reply"),
+                            ("close", "Close (some fragments condensed)"),
+                            ("not_found", "Not found in the reply"),
+                            ("none", "No evidence given"),
+                        ],
+                        default="none",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "evidence_found_share",
+                    models.FloatField(
+                        blank=True,
+                        help_text="Share of evidence fragments found in the reply.",
+                        null=True,
+                    ),
+                ),
+                ("raw_output", models.TextField(blank=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=1)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "epoch",
+                    models.PositiveSmallIntegerField(help_text="1, 2, …: the repeat's number."),
+                ),
+                (
+                    "judge",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "unit",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="judgment_repeats",
+                        to="benchmark.evaluationunit",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('unit', 'judge_name', 'epoch'), name='judgment_repeat_unique'), models.CheckConstraint(condition=models.Q(('epoch__gte', 1)), name='judgment_repeat_epoch_gte_1'), models.CheckConstraint(condition=models.Q(models.Q(('state', 'judge_error'), ('verdict', '')), models.Q(('state', 'done'), models.Q(('verdict', ''), _negated=True)), _connector='OR'), name='judgment_repeat_verdict_iff_done')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("unit", "judge_name", "epoch"), name="judgment_repeat_unique"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("epoch__gte", 1)), name="judgment_repeat_epoch_gte_1"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("state", "judge_error"), ("verdict", "")),
+                            models.Q(("state", "done"), models.Q(("verdict", ""), _negated=True)),
+                            _connector="OR",
+                        ),
+                        name="judgment_repeat_verdict_iff_done",
+                    ),
+                ],
             },
         ),
     ]

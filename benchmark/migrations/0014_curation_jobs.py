@@ -7,86 +7,196 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0013_judge_repeats_and_failure_mode_classification'),
+        ("benchmark", "0013_judge_repeats_and_failure_mode_classification"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CurationTarget',
+            name="CurationTarget",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='pending', max_length=10)),
-                ('turn', models.PositiveSmallIntegerField(default=0)),
-                ('max_turns', models.PositiveSmallIntegerField(default=10)),
-                ('error', models.TextField(blank=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("turn", models.PositiveSmallIntegerField(default=0)),
+                ("max_turns", models.PositiveSmallIntegerField(default=10)),
+                ("error", models.TextField(blank=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.AlterField(
-            model_name='runauditevent',
-            name='action',
-            field=models.CharField(choices=[('launch', 'Launch'), ('resume', 'Resume'), ('cancel', 'Cancel'), ('retry_errors', 'Retry errors'), ('rejudge', 'Re-judge'), ('classify', 'Classify failure modes')], max_length=16),
+            model_name="runauditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("launch", "Launch"),
+                    ("resume", "Resume"),
+                    ("cancel", "Cancel"),
+                    ("retry_errors", "Retry errors"),
+                    ("rejudge", "Re-judge"),
+                    ("classify", "Classify failure modes"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AlterField(
-            model_name='runauditevent',
-            name='run_name',
-            field=models.CharField(help_text="The run's (or curation job's) name at the time.", max_length=200),
+            model_name="runauditevent",
+            name="run_name",
+            field=models.CharField(
+                help_text="The run's (or curation job's) name at the time.", max_length=200
+            ),
         ),
         migrations.CreateModel(
-            name='CurationJob',
+            name="CurationJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('cancelling', 'Cancelling'), ('cancelled', 'Cancelled'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=12)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('assistant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('planner', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint')),
-                ('user_agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("cancelling", "Cancelling"),
+                            ("cancelled", "Cancelled"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=12,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "assistant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "planner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
+                (
+                    "user_agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.AddField(
-            model_name='runauditevent',
-            name='curation_job',
-            field=models.ForeignKey(blank=True, help_text='The curation job acted on, when the event is about one (not a run).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='audit_events', to='benchmark.curationjob'),
+            model_name="runauditevent",
+            name="curation_job",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The curation job acted on, when the event is about one (not a run).",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="audit_events",
+                to="benchmark.curationjob",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='runauditevent',
-            constraint=models.CheckConstraint(condition=models.Q(('run__isnull', True), ('curation_job__isnull', True), _connector='OR'), name='audit_event_one_subject'),
+            model_name="runauditevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("run__isnull", True), ("curation_job__isnull", True), _connector="OR"
+                ),
+                name="audit_event_one_subject",
+            ),
         ),
         migrations.AddField(
-            model_name='curationtarget',
-            name='dialogue',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='benchmark.dialogue'),
+            model_name="curationtarget",
+            name="dialogue",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="benchmark.dialogue",
+            ),
         ),
         migrations.AddField(
-            model_name='curationtarget',
-            name='job',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='targets', to='benchmark.curationjob'),
+            model_name="curationtarget",
+            name="job",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="targets",
+                to="benchmark.curationjob",
+            ),
         ),
         migrations.AddField(
-            model_name='curationtarget',
-            name='scenario',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.scenario'),
+            model_name="curationtarget",
+            name="scenario",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="benchmark.scenario",
+            ),
         ),
         migrations.AddField(
-            model_name='curationtarget',
-            name='style',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.communicationstyle'),
+            model_name="curationtarget",
+            name="style",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="benchmark.communicationstyle",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='curationtarget',
-            constraint=models.UniqueConstraint(fields=('job', 'scenario', 'style'), name='curation_target_unique'),
+            model_name="curationtarget",
+            constraint=models.UniqueConstraint(
+                fields=("job", "scenario", "style"), name="curation_target_unique"
+            ),
         ),
     ]

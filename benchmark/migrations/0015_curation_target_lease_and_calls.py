@@ -5,50 +5,90 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0014_curation_jobs'),
+        ("benchmark", "0014_curation_jobs"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='curationtarget',
-            name='claim_token',
-            field=models.CharField(blank=True, help_text="The claim of the task running it; every write of that task is conditioned on it (a sweep's dispatch stamps its own).", max_length=40),
+            model_name="curationtarget",
+            name="claim_token",
+            field=models.CharField(
+                blank=True,
+                help_text="The claim of the task running it; every write of that task is conditioned on it (a sweep's dispatch stamps its own).",
+                max_length=40,
+            ),
         ),
         migrations.AddField(
-            model_name='curationtarget',
-            name='claims',
-            field=models.PositiveSmallIntegerField(default=0, help_text='How many times a task has claimed it (a resume starts again from 0); the sweep gives it up after jobs.TARGET_MAX_CLAIMS.'),
+            model_name="curationtarget",
+            name="claims",
+            field=models.PositiveSmallIntegerField(
+                default=0,
+                help_text="How many times a task has claimed it (a resume starts again from 0); the sweep gives it up after jobs.TARGET_MAX_CLAIMS.",
+            ),
         ),
         migrations.AddField(
-            model_name='curationtarget',
-            name='dispatched_at',
-            field=models.DateTimeField(blank=True, help_text='When a task for it was last sent to the queue.', null=True),
+            model_name="curationtarget",
+            name="dispatched_at",
+            field=models.DateTimeField(
+                blank=True, help_text="When a task for it was last sent to the queue.", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='curationtarget',
-            name='heartbeat_at',
-            field=models.DateTimeField(blank=True, help_text='Its last sign of life: the claim, each turn, each call made, the outcome.', null=True),
+            model_name="curationtarget",
+            name="heartbeat_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Its last sign of life: the claim, each turn, each call made, the outcome.",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='curationtarget',
-            name='sample',
-            field=models.PositiveSmallIntegerField(default=0, help_text="The cache key's sample index for its calls: raised when a curation fails its checks, so that the next try draws fresh answers instead of replaying the failure."),
+            model_name="curationtarget",
+            name="sample",
+            field=models.PositiveSmallIntegerField(
+                default=0,
+                help_text="The cache key's sample index for its calls: raised when a curation fails its checks, so that the next try draws fresh answers instead of replaying the failure.",
+            ),
         ),
         migrations.AddField(
-            model_name='providercall',
-            name='curation_job',
-            field=models.ForeignKey(blank=True, help_text='The curation job whose dialogue made the call (curation calls only).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='calls', to='benchmark.curationjob'),
+            model_name="providercall",
+            name="curation_job",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The curation job whose dialogue made the call (curation calls only).",
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="calls",
+                to="benchmark.curationjob",
+            ),
         ),
         migrations.AlterField(
-            model_name='runauditevent',
-            name='action',
-            field=models.CharField(choices=[('launch', 'Launch'), ('resume', 'Resume'), ('cancel', 'Cancel'), ('retry_errors', 'Retry errors'), ('rejudge', 'Re-judge'), ('classify', 'Classify failure modes'), ('give_up', 'Give up')], max_length=16),
+            model_name="runauditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("launch", "Launch"),
+                    ("resume", "Resume"),
+                    ("cancel", "Cancel"),
+                    ("retry_errors", "Retry errors"),
+                    ("rejudge", "Re-judge"),
+                    ("classify", "Classify failure modes"),
+                    ("give_up", "Give up"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AlterField(
-            model_name='runauditevent',
-            name='via',
-            field=models.CharField(choices=[('admin', 'Admin'), ('command', 'Management command'), ('sweep', 'Sweep (Celery beat)')], max_length=10),
+            model_name="runauditevent",
+            name="via",
+            field=models.CharField(
+                choices=[
+                    ("admin", "Admin"),
+                    ("command", "Management command"),
+                    ("sweep", "Sweep (Celery beat)"),
+                ],
+                max_length=10,
+            ),
         ),
     ]

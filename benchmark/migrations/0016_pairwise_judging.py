@@ -6,73 +6,200 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0015_curation_target_lease_and_calls'),
+        ("benchmark", "0015_curation_target_lease_and_calls"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='evaluationrun',
-            name='pairwise_judges',
-            field=models.ManyToManyField(blank=True, help_text='Every pairwise judge compares every PairwiseComparison of the run, in both orders (added by a pairwise judging step).', related_name='pairwise_judging_in', to='benchmark.modelendpoint'),
+            model_name="evaluationrun",
+            name="pairwise_judges",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="Every pairwise judge compares every PairwiseComparison of the run, in both orders (added by a pairwise judging step).",
+                related_name="pairwise_judging_in",
+                to="benchmark.modelendpoint",
+            ),
         ),
         migrations.AlterField(
-            model_name='providercall',
-            name='purpose',
-            field=models.CharField(choices=[('reply', 'Model reply'), ('judgment', 'Judgment'), ('classify', 'Failure-mode classification'), ('pairwise', 'Pairwise judgment'), ('curation', 'Curation'), ('test', 'Connection test')], max_length=10),
+            model_name="providercall",
+            name="purpose",
+            field=models.CharField(
+                choices=[
+                    ("reply", "Model reply"),
+                    ("judgment", "Judgment"),
+                    ("classify", "Failure-mode classification"),
+                    ("pairwise", "Pairwise judgment"),
+                    ("curation", "Curation"),
+                    ("test", "Connection test"),
+                ],
+                max_length=10,
+            ),
         ),
         migrations.AlterField(
-            model_name='runauditevent',
-            name='action',
-            field=models.CharField(choices=[('launch', 'Launch'), ('resume', 'Resume'), ('cancel', 'Cancel'), ('retry_errors', 'Retry errors'), ('rejudge', 'Re-judge'), ('classify', 'Classify failure modes'), ('give_up', 'Give up'), ('pairwise', 'Pairwise judging')], max_length=16),
+            model_name="runauditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("launch", "Launch"),
+                    ("resume", "Resume"),
+                    ("cancel", "Cancel"),
+                    ("retry_errors", "Retry errors"),
+                    ("rejudge", "Re-judge"),
+                    ("classify", "Classify failure modes"),
+                    ("give_up", "Give up"),
+                    ("pairwise", "Pairwise judging"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='PairwiseComparison',
+            name="PairwiseComparison",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pairwise_comparisons', to='benchmark.evaluationrun')),
-                ('trigger', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.trigger')),
-                ('unit_a', models.ForeignKey(help_text='Side A: the reply the engine claims to judge this pair.', on_delete=django.db.models.deletion.CASCADE, related_name='comparisons_as_a', to='benchmark.evaluationunit')),
-                ('unit_b', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='comparisons_as_b', to='benchmark.evaluationunit')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="pairwise_comparisons",
+                        to="benchmark.evaluationrun",
+                    ),
+                ),
+                (
+                    "trigger",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.trigger",
+                    ),
+                ),
+                (
+                    "unit_a",
+                    models.ForeignKey(
+                        help_text="Side A: the reply the engine claims to judge this pair.",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="comparisons_as_a",
+                        to="benchmark.evaluationunit",
+                    ),
+                ),
+                (
+                    "unit_b",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="comparisons_as_b",
+                        to="benchmark.evaluationunit",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='PairwiseJudgment',
+            name="PairwiseJudgment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('judge_name', models.CharField(help_text="The judge as named (an endpoint's name, or as recorded).", max_length=120)),
-                ('order', models.CharField(choices=[('ab', 'A shown first'), ('ba', 'B shown first')], max_length=2)),
-                ('state', models.CharField(choices=[('done', 'Done'), ('judge_error', 'Judge error')], max_length=12)),
-                ('winner', models.CharField(blank=True, choices=[('model_a', 'A is better'), ('model_b', 'B is better'), ('tie', 'Tie (both good)'), ('tie (bothbad)', 'Tie (both bad)')], help_text='Side A or B (mapped back from the screen position), or a tie; empty for an error.', max_length=16)),
-                ('rationale', models.TextField(blank=True)),
-                ('raw_output', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=1)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('comparison', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='judgments', to='benchmark.pairwisecomparison')),
-                ('judge', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='benchmark.modelendpoint')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "judge_name",
+                    models.CharField(
+                        help_text="The judge as named (an endpoint's name, or as recorded).",
+                        max_length=120,
+                    ),
+                ),
+                (
+                    "order",
+                    models.CharField(
+                        choices=[("ab", "A shown first"), ("ba", "B shown first")], max_length=2
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("done", "Done"), ("judge_error", "Judge error")], max_length=12
+                    ),
+                ),
+                (
+                    "winner",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("model_a", "A is better"),
+                            ("model_b", "B is better"),
+                            ("tie", "Tie (both good)"),
+                            ("tie (bothbad)", "Tie (both bad)"),
+                        ],
+                        help_text="Side A or B (mapped back from the screen position), or a tie; empty for an error.",
+                        max_length=16,
+                    ),
+                ),
+                ("rationale", models.TextField(blank=True)),
+                ("raw_output", models.TextField(blank=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=1)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "comparison",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="judgments",
+                        to="benchmark.pairwisecomparison",
+                    ),
+                ),
+                (
+                    "judge",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="benchmark.modelendpoint",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='pairwisecomparison',
-            index=models.Index(fields=['run', 'trigger'], name='benchmark_p_run_id_e3b7ee_idx'),
+            model_name="pairwisecomparison",
+            index=models.Index(fields=["run", "trigger"], name="benchmark_p_run_id_e3b7ee_idx"),
         ),
         migrations.AddConstraint(
-            model_name='pairwisecomparison',
-            constraint=models.UniqueConstraint(models.F('run'), django.db.models.functions.comparison.Least('unit_a', 'unit_b'), django.db.models.functions.comparison.Greatest('unit_a', 'unit_b'), name='comparison_unique_unordered_pair'),
+            model_name="pairwisecomparison",
+            constraint=models.UniqueConstraint(
+                models.F("run"),
+                django.db.models.functions.comparison.Least("unit_a", "unit_b"),
+                django.db.models.functions.comparison.Greatest("unit_a", "unit_b"),
+                name="comparison_unique_unordered_pair",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='pairwisecomparison',
-            constraint=models.CheckConstraint(condition=models.Q(('unit_a', models.F('unit_b')), _negated=True), name='comparison_two_distinct_units'),
+            model_name="pairwisecomparison",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("unit_a", models.F("unit_b")), _negated=True),
+                name="comparison_two_distinct_units",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='pairwisejudgment',
-            constraint=models.UniqueConstraint(fields=('comparison', 'judge_name', 'order'), name='pairwise_judgment_unique'),
+            model_name="pairwisejudgment",
+            constraint=models.UniqueConstraint(
+                fields=("comparison", "judge_name", "order"), name="pairwise_judgment_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='pairwisejudgment',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('state', 'judge_error'), ('winner', '')), models.Q(('state', 'done'), models.Q(('winner', ''), _negated=True)), _connector='OR'), name='pairwise_judgment_winner_iff_done'),
+            model_name="pairwisejudgment",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("state", "judge_error"), ("winner", "")),
+                    models.Q(("state", "done"), models.Q(("winner", ""), _negated=True)),
+                    _connector="OR",
+                ),
+                name="pairwise_judgment_winner_iff_done",
+            ),
         ),
     ]

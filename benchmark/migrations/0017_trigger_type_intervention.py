@@ -4,15 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0016_pairwise_judging'),
+        ("benchmark", "0016_pairwise_judging"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='trigger',
-            name='type',
-            field=models.CharField(choices=[('EMERGENT', 'Emergent'), ('CRITICAL', 'Critical'), ('RECOVERY', 'Recovery'), ('INTERVENTION', 'Intervention')], max_length=12),
+            model_name="trigger",
+            name="type",
+            field=models.CharField(
+                choices=[
+                    ("EMERGENT", "Emergent"),
+                    ("CRITICAL", "Critical"),
+                    ("RECOVERY", "Recovery"),
+                    ("INTERVENTION", "Intervention"),
+                ],
+                max_length=12,
+            ),
         ),
     ]

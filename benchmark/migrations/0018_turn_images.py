@@ -6,30 +6,69 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmark', '0016_pairwise_judging'),
+        ("benchmark", "0017_trigger_type_intervention"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TurnImage',
+            name="TurnImage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveSmallIntegerField(help_text="0-based place among the turn's images.")),
-                ('file', models.FileField(help_text='original/<sha256>.<ext> in the turn-image storage (content-addressed).', max_length=120, storage=benchmark.models.corpus.turn_image_storage, upload_to='')),
-                ('sha256', models.CharField(help_text="Hex SHA-256 of the file's bytes.", max_length=64)),
-                ('media_type', models.CharField(help_text='image/png, image/jpeg, …', max_length=20)),
-                ('width', models.PositiveIntegerField()),
-                ('height', models.PositiveIntegerField()),
-                ('byte_size', models.PositiveIntegerField(help_text="The file's size in bytes.")),
-                ('alt', models.TextField(blank=True, help_text="The corpus's alt text (shown to people).")),
-                ('turn', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='images', to='benchmark.turn')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "position",
+                    models.PositiveSmallIntegerField(
+                        help_text="0-based place among the turn's images."
+                    ),
+                ),
+                (
+                    "file",
+                    models.FileField(
+                        help_text="original/<sha256>.<ext> in the turn-image storage (content-addressed).",
+                        max_length=120,
+                        storage=benchmark.models.corpus.turn_image_storage,
+                        upload_to="",
+                    ),
+                ),
+                (
+                    "sha256",
+                    models.CharField(help_text="Hex SHA-256 of the file's bytes.", max_length=64),
+                ),
+                (
+                    "media_type",
+                    models.CharField(help_text="image/png, image/jpeg, …", max_length=20),
+                ),
+                ("width", models.PositiveIntegerField()),
+                ("height", models.PositiveIntegerField()),
+                ("byte_size", models.PositiveIntegerField(help_text="The file's size in bytes.")),
+                (
+                    "alt",
+                    models.TextField(
+                        blank=True, help_text="The corpus's alt text (shown to people)."
+                    ),
+                ),
+                (
+                    "turn",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="images",
+                        to="benchmark.turn",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['turn_id', 'position'],
-                'indexes': [models.Index(fields=['sha256'], name='benchmark_t_sha256_62e0b0_idx')],
-                'constraints': [models.UniqueConstraint(fields=('turn', 'position'), name='turn_image_unique_position')],
+                "ordering": ["turn_id", "position"],
+                "indexes": [models.Index(fields=["sha256"], name="benchmark_t_sha256_62e0b0_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("turn", "position"), name="turn_image_unique_position"
+                    )
+                ],
             },
         ),
     ]
