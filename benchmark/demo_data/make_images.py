@@ -10,9 +10,10 @@ from fixed shapes and coordinates, with no randomness: running it again writes t
 
     python benchmark/demo_data/make_images.py
 
+Each trigger is an INTERVENTION (does the reply ask for the action that fixes the input?).
 Each recording names the SHA-256 of every image the conversation up to its trigger carries
-(``image_sha256``, in order): the replay provider keys a multimodal request's recordings by
-them, so a changed image is a missing recording, never a wrong one.
+(``images``, in order, the replay provider's key: docs/pipeline.md), so a changed image is a
+missing recording, never a wrong one.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _png(image: Image.Image) -> bytes:
 
 def _rubric(pass_, partial, fail) -> dict:
     return {
-        "type": "EMERGENT",
+        "type": "INTERVENTION",
         "pass_criteria": pass_,
         "partial_criteria": partial,
         "fail_criteria": fail,
@@ -202,7 +203,7 @@ def main() -> None:
                         "model": model,
                         "condition": condition,
                         "reply": answers[model],
-                        "image_sha256": [hashes[image[0]]],
+                        "images": [hashes[image[0]]],
                     }
                     replies.write(json.dumps(recording, ensure_ascii=False) + "\n")
 
