@@ -26,7 +26,11 @@ def test_a_turn_image_shows_zooms_by_click_and_key_with_its_alt_text(
     press_until_new_item(page, "Enter", "")
     thumbnail = page.locator("#workspace .turn-image img").first
     thumbnail.wait_for()
-    assert thumbnail.evaluate(LOADED), "the thumbnail did not load through the image view"
+    # Thumbnails load lazily: in view, it must load through the image view.
+    thumbnail.scroll_into_view_if_needed()
+    page.wait_for_function(
+        f"() => ({LOADED})(document.querySelector('#workspace .turn-image img'))", timeout=10_000
+    )
     assert thumbnail.get_attribute("alt") == "a mug behind a box"
     assert page.locator("#workspace .turn-image figcaption").first.inner_text() == (
         "a mug behind a box"
