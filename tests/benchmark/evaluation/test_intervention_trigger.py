@@ -10,7 +10,7 @@ import pytest
 from benchmark.corpus.exporter import dialogue_to_record
 from benchmark.corpus.importer import corpus_import
 from benchmark.curation.rubrics import intervention_rubric
-from benchmark.evaluation import runs
+from benchmark.evaluation import engine, runs
 from benchmark.evaluation.requests import judge_request, reply_request
 from benchmark.evaluation.results_format import results_export
 from benchmark.models import (
@@ -98,6 +98,10 @@ def replayed(tmp_path, monkeypatch):
     """The replay provider serves this file's recordings in place of the demo's."""
     store = _store(tmp_path)
     monkeypatch.setattr(replay, "_demo_store", lambda: store)
+    # The engine keeps one provider per endpoint per process, keyed by the endpoint's id, and
+    # SQLite hands an earlier test's ids out again: start from none, so no replay provider
+    # built on the demo's recordings answers for this file's endpoints.
+    monkeypatch.setattr(engine, "_providers", {})
     return store
 
 
