@@ -180,6 +180,54 @@ def dialogue_record(key, first, image, rubric, second) -> dict:
     }
 
 
+# The demo judges' verdicts on those replies. Each model answers both photos the same way, so
+# one verdict per model: atlas names the fix (PASS), cedar asks vaguely (PARTIAL), birch answers
+# from what it cannot see (FAIL). The evidence is a verbatim piece of the reply; the judges see
+# the transcript as text (their recordings name no image).
+JUDGES = ("demo-judge-primary", "demo-judge-crossfamily")
+VERDICTS = {
+    "demo-atlas-large": (
+        "PASS",
+        "It says what hides or blurs the object and asks for that specific fix before answering.",
+    ),
+    "demo-cedar-small": (
+        "PARTIAL",
+        "It notices the photo is not good enough but asks for a new one without saying what "
+        "is wrong with it.",
+    ),
+    "demo-birch-medium": (
+        "FAIL",
+        "It answers confidently from a photo that cannot show what it claims to read.",
+    ),
+}
+EVIDENCE = {  # model -> dialogue key -> a verbatim piece of that model's reply
+    "demo-atlas-large": {"OCCLUDED": "Could you move the box", "LOWRES": "take a closer"},
+    "demo-cedar-small": {
+        "OCCLUDED": "Could you send a better one?",
+        "LOWRES": "Maybe try another image?",
+    },
+    "demo-birch-medium": {
+        "OCCLUDED": "That's a red coffee mug",
+        "LOWRES": "the product code is TEA-24",
+    },
+}
+
+
+def judgment_record(uid: str, model: str, condition: str, judge: str) -> dict:
+    verdict, rationale = VERDICTS[model]
+    key = uid.removeprefix("BP_DEMO_IMAGE_").split("_PQ__")[0]
+    return {
+        "unique_id_eval": uid,
+        "turn": 1,
+        "model": model,
+        "condition": condition,
+        "judge": judge,
+        "verdict": verdict,
+        "rationale": rationale,
+        "evidence": EVIDENCE[model][key],
+    }
+
+
 def main() -> None:
     folder = HERE / "images"
     folder.mkdir(exist_ok=True)
@@ -191,6 +239,7 @@ def main() -> None:
     with (
         (HERE / "image_dialogues.jsonl").open("w", encoding="utf-8") as dialogues,
         (HERE / "image_replies.jsonl").open("w", encoding="utf-8") as replies,
+        (HERE / "image_judgments.jsonl").open("w", encoding="utf-8") as judgments,
     ):
         for key, first, image, rubric, second, answers in DIALOGUES:
             record = dialogue_record(key, first, image, rubric, second)
@@ -206,6 +255,14 @@ def main() -> None:
                         "images": [hashes[image[0]]],
                     }
                     replies.write(json.dumps(recording, ensure_ascii=False) + "\n")
+                    for judge in JUDGES:
+                        judgments.write(
+                            json.dumps(
+                                judgment_record(record["unique_id_eval"], model, condition, judge),
+                                ensure_ascii=False,
+                            )
+                            + "\n"
+                        )
 
 
 if __name__ == "__main__":

@@ -181,13 +181,26 @@ class ReplayStore:
 
 @functools.cache
 def _demo_store() -> ReplayStore:
-    return ReplayStore.from_jsonl(
+    store = ReplayStore.from_jsonl(
         DEMO_DATA_DIR / "replies.jsonl",
         DEMO_DATA_DIR / "judgments.jsonl",
         DEMO_DATA_DIR / "failure_modes.jsonl",
         DEMO_DATA_DIR / "curation.jsonl",
         DEMO_DATA_DIR / "pairwise_verdicts.jsonl",
     )
+    # The multimodal demo's replies and verdicts (demo_data/make_images.py) live in files of
+    # their own; served beside the rest, so a run on the image dialogues replays offline too.
+    images = ReplayStore.from_jsonl(
+        DEMO_DATA_DIR / "image_replies.jsonl", DEMO_DATA_DIR / "image_judgments.jsonl"
+    )
+    twice = (store.replies.keys() & images.replies.keys()) | (
+        store.judgments.keys() & images.judgments.keys()
+    )
+    if twice:
+        raise ValueError(f"demo recordings: recorded twice for {min(map(str, twice))}")
+    store.replies.update(images.replies)
+    store.judgments.update(images.judgments)
+    return store
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:

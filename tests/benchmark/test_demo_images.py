@@ -9,6 +9,7 @@ from benchmark.corpus.images import FolderSource
 from benchmark.corpus.importer import corpus_import
 from benchmark.demo_data import make_images
 from benchmark.models import TurnImage
+from tests.benchmark.curation.test_offline_curation import eager_celery  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 DEMO = make_images.HERE
@@ -61,3 +62,52 @@ def test_the_replay_provider_answers_the_demo_conversations_with_their_images(tm
             key = ReplayKey("reply", dialogue.unique_id_eval, trigger.turn.index, model, "vanilla")
             assert store.lookup(key, digests), (dialogue.unique_id_eval, model)
             assert store.lookup(key, ("0" * 64,)) is None
+
+
+@pytest.mark.usefixtures("eager_celery")
+def test_a_run_on_the_demo_image_dialogues_replays_and_is_judged_offline(monkeypatch):
+    """What an admin gets after `make run` launching a run on the multimodal demo: every reply
+    and both demo judges' verdicts come from the demo's recordings, the evidence found
+    verbatim, and the verdicts follow the rubric (atlas names the fix, cedar asks vaguely,
+    birch answers from what it cannot see)."""
+    from benchmark.evaluation import engine, runs
+    from benchmark.models import Dialogue, EvaluationUnit, Judgment, ModelEndpoint, TriggerType
+
+    monkeypatch.setattr(engine, "_providers", {})  # no provider cached under a reused id
+    with (DEMO / "image_dialogues.jsonl").open("rb") as stream:
+        corpus_import(stream=stream, images=FolderSource(DEMO))
+
+    def endpoint(name):
+        return ModelEndpoint.objects.create(
+            name=name, display_name=name, provider="replay", model_name=name
+        )
+
+    run = runs.run_create(
+        name="multimodal demo",
+        endpoints=[endpoint(name) for name in make_images.MODELS],
+        judges=[endpoint(name) for name in make_images.JUDGES],
+        dialogues=Dialogue.objects.all(),
+    )
+    runs.run_launch(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == "done"
+    units = EvaluationUnit.objects.filter(run=run)
+    assert units.count() == 2 * len(make_images.MODELS) * len(run.conditions)
+    assert set(units.values_list("state", flat=True)) == {"done"}
+    assert set(units.values_list("trigger__type", flat=True)) == {TriggerType.INTERVENTION}
+    judgments = Judgment.objects.filter(unit__run=run)
+    assert judgments.count() == units.count() * len(make_images.JUDGES)
+    assert set(judgments.values_list("evidence_status", flat=True)) == {"exact"}
+    verdicts = set(judgments.values_list("unit__endpoint__name", "verdict"))
+    assert verdicts == {
+        ("demo-atlas-large", "PASS"),
+        ("demo-cedar-small", "PARTIAL"),
+        ("demo-birch-medium", "FAIL"),
+    }
+
+
+def test_the_committed_recordings_are_what_the_script_writes(tmp_path, monkeypatch):
+    monkeypatch.setattr(make_images, "HERE", tmp_path)
+    make_images.main()
+    for name in ("image_dialogues.jsonl", "image_replies.jsonl", "image_judgments.jsonl"):
+        assert (tmp_path / name).read_bytes() == (DEMO / name).read_bytes(), name
