@@ -76,7 +76,7 @@ class _Devserver:
     fills up and blocks the writers (the web server and the worker log to it), and a failure
     shows what they said."""
 
-    def __init__(self):
+    def __init__(self, *, sigint_ignored: bool = False):
         self.port = _free_port()
         self.process = subprocess.Popen(
             [
@@ -89,6 +89,10 @@ class _Devserver:
             ],
             cwd=settings.BASE_DIR,
             start_new_session=True,
+            # As a script's background job starts it: SIGINT ignored, inherited.
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if sigint_ignored
+            else None,
             env={**os.environ, "DEBUG": "1"},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -135,8 +139,9 @@ class _Devserver:
             os.killpg(self.process.pid, signal.SIGKILL)
 
 
-def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both():
-    server = _Devserver()
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["terminal", "background-job"])
+def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both(sigint_ignored):
+    server = _Devserver(sigint_ignored=sigint_ignored)
     output = server.output
     try:
         server.wait_for_web()

@@ -57,6 +57,11 @@ class Command(BaseCommand):
         # A closed terminal or a `kill` must stop the children too, not orphan the worker.
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, _raise_keyboard_interrupt)
+        # And Ctrl-C always: a process started in the background of a script inherits SIGINT
+        # ignored (POSIX shells ignore it for asynchronous commands), and Python then installs
+        # no handler, so the devserver and everything it started would ignore Ctrl-C. The web
+        # server gets SIGTERM from the finally below, the worker's group too.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         self.stdout.write(f"Web on http://{addrport}/ and a Celery worker; Ctrl-C stops both.")
         try:
             # The web server is what the user is looking at: while it runs, so does this loop.
