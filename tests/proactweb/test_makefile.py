@@ -4,15 +4,10 @@ both from constraints.txt."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-
-pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 
 def _planned(target: str, venv: Path) -> list[str]:
