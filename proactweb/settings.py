@@ -194,6 +194,11 @@ else:
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes a task's database connections after every task unless told to
+# reuse them: a fresh PostgreSQL connection per batch cost ~1 % of a worker's CPU and a backend
+# start on the server (bench/pipeline.py). Each thread's connection is reused for about this many
+# tasks; a connection that failed is closed by the task's own error path (engine, tasks.py).
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 100)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -218,6 +223,15 @@ CELERY_BEAT_SCHEDULE = {
 # EVAL_MAX_CALLS_IN_FLIGHT provider calls in flight at once, across all its batches.
 EVAL_BATCH_SIZE = env_int("EVAL_BATCH_SIZE", 32)
 EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
+# Batches a worker process runs at once (its Celery threads, unless `--concurrency` is given).
+# A batch of N units has at most about N calls in flight (a unit's reply comes before its
+# judging), and fewer at its tail and while the next batch is claimed; so a process needs
+# EVAL_MAX_CALLS_IN_FLIGHT / EVAL_BATCH_SIZE batches to fill its slots, and runs twice that,
+# the others' calls queueing for the slots (bench/pipeline.py: 2 batches at 64 in flight
+# left a third of the slots idle).
+CELERY_WORKER_CONCURRENCY = env_int(
+    "CELERY_WORKER_CONCURRENCY", 2 * -(-EVAL_MAX_CALLS_IN_FLIGHT // EVAL_BATCH_SIZE)
+)
 
 # --- Curation jobs ---------------------------------------------------------------------------
 # A curation target's task refreshes its heartbeat at every turn and before every provider call;

@@ -38,13 +38,18 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
-        parser.add_argument("--concurrency", type=int, default=4, help="worker threads")
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            help="worker threads (batches at once; default: the settings' "
+            "CELERY_WORKER_CONCURRENCY, twice EVAL_MAX_CALLS_IN_FLIGHT / EVAL_BATCH_SIZE)",
+        )
 
     def handle(self, *args, addrport, concurrency, **options):
         self.worker_command = [
             *celery_worker_argv(),
             "--pool=threads",
-            f"--concurrency={concurrency}",
+            *([f"--concurrency={concurrency}"] if concurrency else []),
             "--loglevel=INFO",
             "--beat",  # the periodic sweep (CELERY_BEAT_SCHEDULE): one worker, one beat
             f"--hostname=devserver-{addrport.replace(':', '-')}@%h",
