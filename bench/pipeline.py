@@ -46,12 +46,27 @@ def _cpu_seconds(pid: int) -> float:
     return (utime + stime + cutime + cstime) / CLOCK_TICKS
 
 
-def _peak_rss_mb(pid: int) -> float:
+def _status_mb(pid: int, field: str) -> float:
+    """``field`` of /proc/PID/status (VmHWM: peak resident memory, VmRSS: resident now)."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _index_reads(connection) -> tuple[int, int, int]:
+    """Rows this database has read through indexes (fetched from the table), and by sequential
+    scans, and rows written, summed over its tables. A backend reports its counts when it
+    goes idle, at most once a second: read this after the workers have stopped."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute(
+            "SELECT coalesce(sum(idx_tup_fetch), 0), coalesce(sum(seq_tup_read), 0), "
+            "coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables"
+        )
+        fetched, scanned, written = cursor.fetchone()
+    return int(fetched), int(scanned), int(written)
 
 
 def _ensure_database(url: str) -> None:
@@ -89,13 +104,14 @@ def _start_fake_server(latency_ms: float, *options: str) -> tuple[subprocess.Pop
     return server, line.strip().rsplit(" ", 1)[1]
 
 
-def _start_workers(n: int, threads: int, queue: str, env: dict) -> list[subprocess.Popen]:
+def _start_workers(n: int, threads: int | None, queue: str, env: dict) -> list[subprocess.Popen]:
+    concurrency = [] if threads is None else [f"--concurrency={threads}"]
     return [
         subprocess.Popen(
             [
                 *celery_worker_argv(),
                 "--pool=threads",
-                f"--concurrency={threads}",
+                *concurrency,
                 "-Q",
                 queue,
                 "-n",
@@ -169,13 +185,57 @@ def _print_profile(directory: Path, top: int = 25) -> None:
             print(f"  {100 * n / total:5.1f} %  {frame[:150]}")
 
 
+RSS_EVERY_S = 2.0
+LAPSED_EVERY_S = 5.0
+
+
+def _wait_for_run(run, workers: list[subprocess.Popen], *, sweep_every_s: float | None) -> dict:
+    """Poll until the run ends. Meanwhile sample each worker's resident memory, and count the
+    units whose lease lapsed while they were still running (claimed longer ago than the run's
+    lease) — with ``sweep_every_s``, sweep as beat would and count what it re-dispatched."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from benchmark.evaluation import runs
+    from benchmark.models import EvaluationUnit, UnitState
+
+    rss: list[tuple[float, list[float]]] = []
+    lapsed = redispatched = 0
+    started = time.monotonic()
+    next_rss = next_lapsed = started
+    next_sweep = started + (sweep_every_s or 0)
+    while True:
+        run.refresh_from_db()
+        if run.status in ("done", "failed", "cancelled"):
+            break
+        now = time.monotonic()
+        if now >= next_rss:
+            rss.append((now - started, [_status_mb(w.pid, "VmRSS") for w in workers]))
+            next_rss += RSS_EVERY_S
+        if now >= next_lapsed:
+            cutoff = timezone.now() - timedelta(seconds=run.lease_seconds)
+            running = EvaluationUnit.objects.filter(run=run, state=UnitState.RUNNING)
+            lapsed = max(lapsed, running.filter(claimed_at__lt=cutoff).count())
+            next_lapsed += LAPSED_EVERY_S
+        if sweep_every_s and now >= next_sweep:
+            redispatched += runs.runs_sweep().redispatched
+            next_sweep += sweep_every_s
+        time.sleep(0.25)
+    rss.append((time.monotonic() - started, [_status_mb(w.pid, "VmRSS") for w in workers]))
+    return {"rss": rss, "lapsed": lapsed, "redispatched": redispatched}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=int, default=16)
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument(
-        "--threads", type=int, default=2, help="Celery threads (batches at once) per worker"
+        "--threads",
+        type=int,
+        help="Celery threads (batches at once) per worker; default: the settings' "
+        "CELERY_WORKER_CONCURRENCY, derived from --in-flight and --batch-size",
     )
     parser.add_argument(
         "--in-flight",
@@ -195,6 +255,14 @@ def main() -> None:
         default=0,
         metavar="N",
         help="measure a re-judge of the finished run by N new judges instead of the run",
+    )
+    parser.add_argument(
+        "--lease-s",
+        type=int,
+        metavar="S",
+        help="give the run a lease of S seconds (default: the run's own, 900) and sweep it every "
+        "S/2 seconds as beat would (runs.runs_sweep): a unit re-dispatched while its batch still "
+        "runs it would be a lease lapsing in flight",
     )
     parser.add_argument(
         "--profile",
@@ -224,6 +292,8 @@ def main() -> None:
     django.setup()
     import redis
     from corpus_import import generate_corpus
+    from django.conf import settings
+    from django.db import connection
     from django.db.models import Avg, Max
 
     import benchmark.tasks  # noqa: F401  (imported already in a worker that launches a run)
@@ -235,6 +305,7 @@ def main() -> None:
         CallInFlight,
         Dialogue,
         EvaluationRun,
+        EvaluationUnit,
         ModelEndpoint,
         Persona,
         ProviderCall,
@@ -284,6 +355,9 @@ def main() -> None:
             judges=[judge],
             dialogues=Dialogue.objects.all(),
         )
+        if args.lease_s:
+            EvaluationRun.objects.filter(pk=run.pk).update(lease_seconds=args.lease_s)
+        sweep_every_s = args.lease_s / 2 if args.lease_s else None
         celery_app.conf.task_default_queue = queue
         deadline = time.monotonic() + 60
         while len(celery_app.control.ping(timeout=1.0)) < args.workers:
@@ -292,14 +366,11 @@ def main() -> None:
         cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
         server_cpu_before = _cpu_seconds(server.pid)
         profilers = [] if args.rejudge else _start_profilers(args.profile, workers)
+        reads_before = _index_reads(connection)
         started = time.perf_counter()
         runs.run_launch(run_id=run.pk)
         enqueued_s = time.perf_counter() - started
-        while True:
-            run.refresh_from_db()
-            if run.status in ("done", "failed", "cancelled"):
-                break
-            time.sleep(0.25)
+        seen = _wait_for_run(run, workers, sweep_every_s=None if args.rejudge else sweep_every_s)
         calls_before = 0
         if args.rejudge:
             new_judges = [
@@ -316,16 +387,13 @@ def main() -> None:
             cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
             server_cpu_before = _cpu_seconds(server.pid)
             profilers = _start_profilers(args.profile, workers)
+            reads_before = _index_reads(connection)
             started = time.perf_counter()
             runs.run_rejudge(
                 run_id=run.pk, judges=new_judges, via=AuditVia.COMMAND, actor_name="bench"
             )
             enqueued_s = time.perf_counter() - started
-            while True:
-                run.refresh_from_db()
-                if run.status in ("done", "failed", "cancelled"):
-                    break
-                time.sleep(0.25)
+            seen = _wait_for_run(run, workers, sweep_every_s=sweep_every_s)
         wall = time.perf_counter() - started
         _stop_profilers(profilers)
         cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
@@ -333,10 +401,12 @@ def main() -> None:
         latency = ProviderCall.objects.filter(run=run, ok=True).aggregate(
             mean=Avg("latency_s"), worst=Max("latency_s")
         )
-        peak = max(_peak_rss_mb(w.pid) for w in workers)
+        peak = max(_status_mb(w.pid, "VmHWM") for w in workers)
         calls = ProviderCall.objects.filter(run=run, ok=True).count() - calls_before
         reply_calls = ProviderCall.objects.filter(run=run, ok=True, purpose="reply").count()
         failed_calls = ProviderCall.objects.filter(run=run, ok=False).count()
+        # Units claimed more than once: a batch lost them (its lease lapsed, or it failed).
+        reclaimed = EvaluationUnit.objects.filter(run=run, attempts__gt=1).count()
         progress = runs.run_progress(run=run)
         with urllib.request.urlopen(f"{base_url}/_fake/stats", timeout=10) as response:
             served = json.load(response)
@@ -347,9 +417,17 @@ def main() -> None:
             worker.wait(timeout=60)
         server.terminate()
         server.wait(timeout=30)
+    # The workers' backends reported their counts as they closed; the queries just above
+    # (latency, counts, progress) are the bench's own and are counted too, but are a few
+    # indexed aggregates over the run.
+    time.sleep(1.0)
+    fetched, scanned, written = (
+        after - before for after, before in zip(_index_reads(connection), reads_before, strict=True)
+    )
 
     if args.profile:
         _print_profile(Path(args.profile))
+    threads = args.threads or settings.CELERY_WORKER_CONCURRENCY
     ideal = calls * args.latency_ms / 1000 / concurrency
     efficiency = ideal / wall if wall else 0.0
     cpu_ms = 1000 * cpu / calls if calls else 0.0
@@ -367,7 +445,7 @@ def main() -> None:
             "concurrency",
             f"{args.workers} workers x {args.in_flight} calls in flight = {concurrency}",
         ),
-        ("batches", f"{args.batch_size} units per task, {args.threads} tasks at once per worker"),
+        ("batches", f"{args.batch_size} units per task, {threads} tasks at once per worker"),
         ("latency per call", f"{args.latency_ms:.0f} ms"),
         ("enqueue", f"{enqueued_s:.1f} s"),
         ("wall", f"{wall:.1f} s"),
@@ -381,13 +459,35 @@ def main() -> None:
             f"mean {latency['mean'] * 1000:.1f} ms, max {latency['worst'] * 1000:.0f} ms",
         ),
         ("peak worker RSS", f"{peak:.0f} MB"),
+        (
+            "database rows",
+            f"{fetched / calls:.1f} read through indexes, {scanned / calls:.1f} by sequential "
+            f"scans, {written / calls:.1f} written, per call",
+        ),
+        ("leases lapsed", f"{seen['lapsed']} units at most running past their lease at once"),
+        ("re-dispatched", f"{seen['redispatched']} units by the sweep, {reclaimed} claimed twice"),
     ]
     for name, value in rows:
         print(f"{name:<18} {value}")
+    samples = seen["rss"]
+    rss_start, rss_mid, rss_end = samples[0][1], samples[len(samples) // 2][1], samples[-1][1]
+    print("worker RSS, MB   " + "  ".join(f"worker {i}" for i in range(len(workers))))
+    for label, (at, values) in (
+        ("start", samples[0]),
+        ("middle", samples[len(samples) // 2]),
+        ("end", samples[-1]),
+    ):
+        print(f"  {label:<6} {at:6.1f} s " + "  ".join(f"{v:8.1f}" for v in values))
+    growth = max(end - start for start, end in zip(rss_start, rss_end, strict=True))
     print(
         f"RESULT calls={calls} wall_s={wall:.1f} ideal_s={ideal:.1f} efficiency={efficiency:.3f} "
         f"cpu_ms_per_call={cpu_ms:.2f} peak_rss_mb={peak:.0f} units={progress.total} "
-        f"concurrency={concurrency} latency_ms={args.latency_ms:.0f} rejudge={args.rejudge}"
+        f"concurrency={concurrency} latency_ms={args.latency_ms:.0f} rejudge={args.rejudge} "
+        f"batches_per_worker={threads} index_rows_per_call={fetched / calls:.1f} "
+        f"seq_rows_per_call={scanned / calls:.1f} rss_start_mb={max(rss_start):.0f} "
+        f"rss_mid_mb={max(rss_mid):.0f} rss_end_mb={max(rss_end):.0f} "
+        f"rss_growth_mb={growth:.1f} leases_lapsed_in_flight={seen['lapsed']} "
+        f"swept={seen['redispatched']} reclaimed={reclaimed}"
     )
 
 

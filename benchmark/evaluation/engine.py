@@ -13,6 +13,10 @@ the same units — as Celery's at-least-once delivery will):
 
 - Units are claimed with one conditional UPDATE (pending, or running with an expired lease, in a
   running run) that stamps a claim token; units another worker holds are skipped.
+- While the batch runs it renews its units' lease (their ``claimed_at``) and its calls' in-flight
+  claims every third of the lease, so a call slower than the lease (a reasoning model, a slot
+  long queued for) is not taken for a dead worker's: only a batch that stopped renewing — its
+  process died or hangs — loses its units to the sweep or another claim.
 - Every later write is conditioned on that token, so a worker that lost its lease cannot
   overwrite the new owner's work; judgments are unique per (unit, judge), pairwise judgments per
   (comparison, judge, order).
@@ -31,14 +35,14 @@ import queue
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import BooleanField, ExpressionWrapper, F, Q
 from django.utils import timezone
 
 from benchmark.evaluation import aio, inflight
@@ -222,8 +226,17 @@ def cached_results(keys: Iterable[str]) -> dict[str, ChatResult]:
 def units_claim(unit_ids: list[int]) -> tuple[list[EvaluationUnit], str]:
     """Claim the units that are this worker's to run; returns them and the claim token.
 
-    The common case is one UPDATE (pending → running) and one SELECT; running units whose claim
-    is older than their run's lease (their worker died) are taken over by a conditional UPDATE."""
+    Pending units of running runs are claimed, and running units whose claim is older than
+    their run's lease (their worker died, or stopped renewing). A SELECT by primary key says
+    which; one conditional UPDATE per kind (pending, or running with an expired lease) claims
+    them, so two workers never hold one unit; a SELECT reads what was won.
+
+    Every statement finds the batch's units by primary key and never names the run: given the
+    run and the state, PostgreSQL may read the run's pending units through the (run, state)
+    index and filter them by id, which costs as many rows as the run has pending units — per
+    batch, so a run's claims grew with the square of its size (bench/pipeline.py). A run
+    cancelled between the SELECT and the UPDATE is caught by the batch's liveness check
+    before its first call, which hands the units back."""
     now = timezone.now()
     token = uuid.uuid4().hex
     claim = {
@@ -233,22 +246,37 @@ def units_claim(unit_ids: list[int]) -> tuple[list[EvaluationUnit], str]:
         "attempts": F("attempts") + 1,
     }
     units = EvaluationUnit.objects.filter(pk__in=unit_ids)
-    # A re-judged run (judging_only) never generates a reply: its units without one stay put.
-    units = units.exclude(run__judging_only=True, reply="")
-    won = units.filter(state=UnitState.PENDING, run__status=RunStatus.RUNNING).update(**claim)
-    if won < len(set(unit_ids)):
-        leases = set(
-            units.filter(state=UnitState.RUNNING, run__status=RunStatus.RUNNING)
-            .exclude(claim_token=token)
-            .values_list("run__lease_seconds", flat=True)
-        )
-        for lease in leases:
-            units.filter(
-                state=UnitState.RUNNING,
-                run__status=RunStatus.RUNNING,
-                run__lease_seconds=lease,
-                claimed_at__lt=now - timedelta(seconds=lease),
-            ).update(**claim)
+    rows = list(
+        units.filter(state__in=[UnitState.PENDING, UnitState.RUNNING])
+        .annotate(no_reply=ExpressionWrapper(Q(reply=""), output_field=BooleanField()))
+        .values_list("pk", "run_id", "state", "claimed_at", "no_reply")
+    )
+    runs = {
+        run_id: (lease_s, judging_only)
+        for run_id, lease_s, judging_only in EvaluationRun.objects.filter(
+            pk__in={row[1] for row in rows}, status=RunStatus.RUNNING
+        ).values_list("pk", "lease_seconds", "judging_only")
+    }
+    pending: list[int] = []
+    lapsed: dict[int, list[int]] = defaultdict(list)  # lease → running units past it
+    for unit_id, run_id, state, claimed_at, no_reply in rows:
+        if run_id not in runs:
+            continue
+        lease_s, judging_only = runs[run_id]
+        if judging_only and no_reply:
+            continue  # a re-judged run never generates a reply: such units stay put
+        if state == UnitState.PENDING:
+            pending.append(unit_id)
+        elif claimed_at is not None and claimed_at < now - timedelta(seconds=lease_s):
+            lapsed[lease_s].append(unit_id)
+    if pending:
+        EvaluationUnit.objects.filter(pk__in=pending, state=UnitState.PENDING).update(**claim)
+    for lease_s, ids in lapsed.items():
+        EvaluationUnit.objects.filter(
+            pk__in=ids,
+            state=UnitState.RUNNING,
+            claimed_at__lt=now - timedelta(seconds=lease_s),
+        ).update(**claim)
     claimed = list(
         units.filter(claim_token=token).select_related(
             "run__primary_judge",
@@ -334,6 +362,12 @@ class _Batch:
         self.handed_back: list[int] = []
         self.outcomes: dict[int, str] = {}
         self.uncommitted: list[tuple] = []  # a round of results whose transaction is open
+        self.claimed: set[str] = set()  # in-flight claims this batch holds (calls it makes)
+        # The lease is renewed every third of the shortest lease of the batch's runs, so two
+        # renewals can fail or come late before it lapses.
+        self.lease_s = min(unit.run.lease_seconds for unit in units)
+        self.renew_every_s = self.lease_s / 3
+        self.next_renewal = time.monotonic() + self.renew_every_s
         self.jobs = self._jobs(units)
 
     # -- set-up --
@@ -456,11 +490,14 @@ class _Batch:
                     waiting, self.waiting = self.waiting, []
                     self._dispatch(waiting)
                 self._flush()
+                if time.monotonic() >= self.next_renewal:
+                    self._renew()
                 if self.ready:
                     continue
                 if self.in_flight:
-                    timeout = (
-                        max(0.0, self.next_poll - time.monotonic()) if self.waiting else LIVE_TTL_S
+                    timeout = min(
+                        max(0.0, self.next_poll - time.monotonic()) if self.waiting else LIVE_TTL_S,
+                        max(0.0, self.next_renewal - time.monotonic()),
                     )
                     try:
                         items = [self.results.get(timeout=timeout)]
@@ -491,6 +528,16 @@ class _Batch:
             self._abandon()
             raise
         return self.outcomes
+
+    def _renew(self) -> None:
+        """Renew the lease of the units this batch still runs, and of the in-flight claims of
+        the calls it makes: one UPDATE and one Redis round trip. A unit taken over meanwhile
+        (its token changed) is left alone."""
+        unfinished = [job.unit.pk for job in self.jobs if not job.finished]
+        if unfinished:
+            self._owned().filter(pk__in=unfinished).update(claimed_at=timezone.now())
+        inflight.renew_many(list(self.claimed), lease_s=self.lease_s)
+        self.next_renewal = time.monotonic() + self.renew_every_s
 
     def _start(self, job: _Job) -> None:
         if job.unit.reply:
@@ -614,6 +661,7 @@ class _Batch:
                     self.next_poll = time.monotonic() + IN_FLIGHT_POLL_S
                 self.waiting.append(call)
         if submit:
+            self.claimed.update(call.key for call, provider, _ in submit if provider is not None)
             self.in_flight += len(submit)
             aio.submit(self._spawn(submit))
 
@@ -651,6 +699,7 @@ class _Batch:
         # Cache first: from here on a crash cannot make us pay for these calls again.
         ResponseCacheEntry.objects.bulk_create(cache_rows, ignore_conflicts=True)
         inflight.release_many([call.key for call, *_ in items])
+        self.claimed.difference_update(call.key for call, *_ in items)
         ProviderCall.objects.bulk_create(call_rows)
         if bugs:
             return bugs
@@ -1035,10 +1084,30 @@ def units_execute(*, unit_ids: list[int]) -> dict[int, str]:
         ):
             run_finish_if_complete(run_id=run_id)
         return {}
-    outcomes = _Batch(units, token).run()
-    for run_id in sorted({unit.run_id for unit in units}):
+    run_ids = sorted({unit.run_id for unit in units})
+    with _batches_lock:
+        _batches_running.update(run_ids)
+    try:
+        outcomes = _Batch(units, token).run()
+    finally:
+        with _batches_lock:
+            _batches_running.subtract(run_ids)
+            last = [run_id for run_id in run_ids if _batches_running[run_id] <= 0]
+            for run_id in last:
+                del _batches_running[run_id]
+    for run_id in last:
         run_finish_if_complete(run_id=run_id)
     return outcomes
+
+
+# Batches running in this process, per run. A batch that ends while another batch of its run is
+# still running here leaves closing the run to that one (which ends later, its writes after
+# ours): asking the database whether any unit is still running reads the run's (run, state)
+# index past an entry for every unit that has been running since the table was last vacuumed,
+# a cost that grows with the run (bench/pipeline.py). The last batch of the run anywhere always
+# asks; so does a batch of a failed task's retry, or the sweep.
+_batches_running: Counter[int] = Counter()
+_batches_lock = threading.Lock()
 
 
 def unit_execute(*, unit_id: int) -> str:

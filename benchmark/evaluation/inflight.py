@@ -127,6 +127,27 @@ def claim_many(keys: list[str], *, lease_s: int) -> set[str]:
     return {key for key in dict.fromkeys(keys) if claim(key, lease_s=lease_s)}
 
 
+def renew_many(keys: list[str], *, lease_s: int) -> None:
+    """Extend the claims on ``keys`` (calls this caller is still making) to ``lease_s`` from
+    now, so a call slower than the lease keeps its claim. With Redis, one round trip; a claim
+    that already expired is not taken again here (the call's result is cached either way)."""
+    if not keys:
+        return
+    if settings.REDIS_URL:
+
+        def expire(client: redis.Redis) -> None:
+            pipe = client.pipeline(transaction=False)
+            for key in keys:
+                pipe.expire(_PREFIX + key, max(1, lease_s))
+            pipe.execute()
+
+        _with_redis(expire)
+    else:
+        CallInFlight.objects.filter(key__in=keys).update(
+            expires_at=timezone.now() + timedelta(seconds=lease_s)
+        )
+
+
 def release_many(keys: list[str]) -> None:
     if not keys:
         return

@@ -430,7 +430,8 @@ def runs_sweep(*, now: datetime | None = None) -> SweepOutcome:
     - it is pending with a ``dispatched_at`` older than the lease (a failed batch handed it
       back, or an earlier sweep dispatched it, and no task has claimed it since);
     - it is pending and the whole run is quiet: nothing claimed, finished or dispatched within
-      the lease (its queued message was lost, e.g. prefetched by a worker that was killed).
+      the lease, nor the run launched or re-judged (its queued message was lost, e.g. prefetched
+      by a worker that was killed).
 
     A unit whose lease is live is never touched, so a unit being run is not dispatched twice;
     and even a unit dispatched twice is run once (``engine.units_claim`` is a conditional
@@ -443,8 +444,8 @@ def runs_sweep(*, now: datetime | None = None) -> SweepOutcome:
     now = now or timezone.now()
     redispatched = given_up = 0
     runs = EvaluationRun.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.CANCELLING])
-    for run_id, lease_s, status, judging_only in runs.values_list(
-        "pk", "lease_seconds", "status", "judging_only"
+    for run_id, lease_s, status, judging_only, started_at in runs.values_list(
+        "pk", "lease_seconds", "status", "judging_only", "started_at"
     ):
         cutoff = now - timedelta(seconds=lease_s)
         units = EvaluationUnit.objects.filter(run_id=run_id)
@@ -456,7 +457,10 @@ def runs_sweep(*, now: datetime | None = None) -> SweepOutcome:
         else:
             lapsed = dead | Q(state=UnitState.PENDING, dispatched_at__lt=cutoff)
             recent = Q(claimed_at__gte=cutoff) | Q(finished_at__gte=cutoff)
-            if not units.filter(recent | Q(dispatched_at__gte=cutoff)).exists():
+            # A run launched within the lease has its messages queued: not quiet, even before
+            # its first claim (a short lease would otherwise dispatch every unit twice).
+            launched = started_at is not None and started_at >= cutoff
+            if not launched and not units.filter(recent | Q(dispatched_at__gte=cutoff)).exists():
                 lapsed |= Q(state=UnitState.PENDING, dispatched_at=None)
             given_up += units.filter(lapsed, attempts__gte=UNIT_MAX_CLAIMS).update(
                 state=UnitState.ERROR,
