@@ -80,3 +80,36 @@ def test_the_turn_image_storage_is_private_by_default_and_misconfiguration_fails
     result = _manage("check", env_overrides={"PROACTBENCH_IMAGE_STORAGE": "s3"})
     assert result.returncode != 0
     assert "needs PROACTBENCH_IMAGE_S3_BUCKET" in result.stderr
+
+
+def _worker_concurrency(**env: str) -> str:
+    """The batches a worker process started with ``env`` runs at once (Celery reads its
+    ``worker_concurrency`` from the settings when no ``--concurrency`` is given)."""
+    probe = (
+        "import django; django.setup(); from proactweb.celery import app; "
+        "print(app.conf.worker_concurrency)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "proactweb.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_a_worker_runs_twice_the_batches_that_fill_its_call_slots_unless_told():
+    """A batch has at most one call in flight per unit: 2 batches of 32 left a third of 64 slots
+    idle (bench/pipeline.py, issue #20)."""
+    assert _worker_concurrency(EVAL_MAX_CALLS_IN_FLIGHT="64", EVAL_BATCH_SIZE="32") == "4"
+    assert _worker_concurrency(EVAL_MAX_CALLS_IN_FLIGHT="128", EVAL_BATCH_SIZE="32") == "8"
+    assert _worker_concurrency(EVAL_MAX_CALLS_IN_FLIGHT="100", EVAL_BATCH_SIZE="32") == "8"
+    assert (
+        _worker_concurrency(
+            EVAL_MAX_CALLS_IN_FLIGHT="128", EVAL_BATCH_SIZE="32", CELERY_WORKER_CONCURRENCY="3"
+        )
+        == "3"
+    )
