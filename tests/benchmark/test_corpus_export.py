@@ -192,3 +192,12 @@ def test_an_official_only_export_that_would_not_be_official_writes_nothing(tmp_p
     with pytest.raises(CommandError, match=r"Nothing written: dialogue '.*': line 2, "):
         call_command("export_corpus", "--out", str(out), "--official-only", stderr=io.StringIO())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_official_only_with_an_images_folder_or_zip_is_refused(tmp_path):
+    corpus_import(stream=stream(jsonl_bytes(records_for(1))))
+    out = tmp_path / "official.jsonl"
+    for images in ("folder", "zip"):
+        with pytest.raises(CommandError, match=f"leave out --images {images}"):
+            call_command("export_corpus", "--out", str(out), "--official-only", "--images", images)
+    assert list(tmp_path.iterdir()) == []

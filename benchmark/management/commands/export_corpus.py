@@ -51,6 +51,11 @@ class Command(BaseCommand):
             queryset = queryset.filter(status=status)
         if images != "embed" and not out:
             raise CommandError(f"--images {images} writes files beside --out: give --out.")
+        if images != "embed" and official_only:
+            raise CommandError(
+                "--official-only writes no images (the official format has none): "
+                f"leave out --images {images}."
+            )
         if not out:
             summary = self._export(sys.stdout, queryset, official_only, EmbedImages())
             self._report(summary, "")
@@ -89,7 +94,10 @@ class Command(BaseCommand):
                 out=stream, queryset=queryset, official_only=official_only, images=writer
             )
         except NotOfficial as error:
-            raise CommandError(f"Nothing written: {error}") from None
+            # To --out nothing is left (handle removes the partial files); to stdout the lines
+            # before this dialogue are out already.
+            done = "Stopped after the lines above" if stream is sys.stdout else "Nothing written"
+            raise CommandError(f"{done}: {error}") from None
 
     def _report(self, summary: ExportSummary, where: str) -> None:
         self.stderr.write(f"Wrote {summary.dialogues} dialogue(s){where}")
