@@ -148,16 +148,20 @@ def main() -> None:
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/11")
     args = parser.parse_args()
-    steps = [int(n) for n in args.hosts.split(",")]
-    if steps != sorted(set(steps)) or steps[0] < 1:
-        sys.exit("--hosts: distinct positive counts in ascending order, e.g. 1,2,4,6")
+    try:
+        steps = [int(n) for n in args.hosts.split(",")]
+    except ValueError:
+        steps = []
+    if not steps or steps != sorted(set(steps)) or steps[0] < 1:
+        sys.exit(f"--hosts {args.hosts!r}: distinct positive counts, ascending, e.g. 1,2,4,6")
     limit_per_s = args.rpm / 60
-    per_host_per_s = args.in_flight * 1000 / args.latency_ms
-    biggest_run = max(
-        args.seconds
-        * min(n * per_host_per_s, limit_per_s, args.max_concurrency * 1000 / args.latency_ms)
-        for n in steps
-    )
+
+    def expected_per_s(hosts: int) -> float:
+        """What ``hosts`` can do: their calls in flight, the cap on them, or the rate limit."""
+        in_flight = min(hosts * args.in_flight, args.max_concurrency)
+        return min(in_flight * 1000 / args.latency_ms, limit_per_s)
+
+    biggest_run = max(args.seconds * expected_per_s(n) for n in steps)
 
     _workers.ensure_database(args.database_url)
     env = {
@@ -206,9 +210,7 @@ def main() -> None:
                 )
             _workers.wait_for_workers(celery_app, n)
             model = MODEL.format(n=n)
-            expected = min(
-                n * per_host_per_s, limit_per_s, args.max_concurrency * 1000 / args.latency_ms
-            )
+            expected = expected_per_s(n)
             dialogues = _dialogues_for(int(args.seconds * expected))
             server, base_url = _workers.start_fake_server(
                 args.latency_ms, "--rpm", str(args.rpm), "--limit-models", model, "--start-empty"
