@@ -20,6 +20,7 @@ Ends with a RESULT line.
 """
 
 import argparse
+import atexit
 import functools
 import os
 import shutil
@@ -51,6 +52,20 @@ class RedisServer:
         self.port, self.folder, self.process = port, folder, None
 
     def start(self) -> "RedisServer":
+        import redis
+
+        # The campaign restarts this server, so it must be ours: a server left on the port by an
+        # earlier campaign that failed during setup would answer the pings below while ours
+        # exits with "Address already in use", and every "restart" would then do nothing.
+        try:
+            redis.Redis(port=self.port, socket_connect_timeout=1).ping()
+        except redis.ConnectionError:
+            pass
+        else:
+            sys.exit(
+                f"a Redis server already answers on port {self.port}: stop it (an earlier "
+                "campaign's?) or pass another --redis-port"
+            )
         self.process = subprocess.Popen(
             [
                 shutil.which("redis-server") or "redis-server",
@@ -72,11 +87,14 @@ class RedisServer:
                 "local",
             ]
         )
-        import redis
-
         client = redis.Redis(port=self.port)
         deadline = time.monotonic() + 20
         while True:
+            if self.process.poll() is not None:
+                sys.exit(
+                    f"redis-server on port {self.port} exited with {self.process.returncode}; "
+                    f"see {self.folder / 'redis.log'}"
+                )
             try:
                 client.ping()
                 return self
@@ -148,6 +166,8 @@ def main() -> None:
 
     redis_dir = Path(tempfile.mkdtemp(prefix="fault-campaign-redis-"))
     redis_server = RedisServer(args.redis_port, redis_dir).start()
+    # Stopped on any way out, a failure during the set-up below included (stop is idempotent).
+    atexit.register(redis_server.stop)
     redis_url = f"redis://127.0.0.1:{args.redis_port}/0"
     ensure_database(args.database_url)
     env = {
