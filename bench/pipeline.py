@@ -29,7 +29,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections import Counter
@@ -39,25 +38,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from core.processes import celery_worker_argv  # noqa: E402  (after the path is set)
+from _workers import (  # noqa: E402  (after the path is set)
+    cpu_seconds,
+    ensure_database,
+    fresh_corpus,
+    peak_rss_mb,
+    rss_mb,
+    setup_django,
+    start_fake_server,
+    start_workers,
+    wait_for_workers,
+)
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
-    return (utime + stime + cutime + cstime) / CLOCK_TICKS
-
-
-def _status_mb(pid: int, field: str) -> float:
-    """``field`` of /proc/PID/status (VmHWM: peak resident memory, VmRSS: resident now)."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+RSS_EVERY_S = 2.0
+LAPSED_EVERY_S = 5.0
 
 
 def _index_reads(connection) -> tuple[int, int, int]:
@@ -74,63 +68,41 @@ def _index_reads(connection) -> tuple[int, int, int]:
     return int(fetched), int(scanned), int(written)
 
 
-def _ensure_database(url: str) -> None:
-    import psycopg
+def _wait_for_run(run, workers: list[subprocess.Popen], *, sweep_every_s: float | None) -> dict:
+    """Poll until the run ends. Meanwhile sample each worker's resident memory, and count the
+    units whose lease lapsed while they were still running (claimed longer ago than the run's
+    lease) — with ``sweep_every_s``, sweep as beat would and count what it re-dispatched."""
+    from datetime import timedelta
 
-    name = url.rsplit("/", 1)[1]
-    admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
+    from django.utils import timezone
 
+    from benchmark.evaluation import runs
+    from benchmark.models import EvaluationUnit, UnitState
 
-def _start_fake_server(latency_ms: float, *options: str) -> tuple[subprocess.Popen, str]:
-    """The fake vendor server in a process of its own; ``options``: more of its command-line
-    options (e.g. rate limits, bench/ratelimit.py)."""
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.fakes.vendor_server",
-            "--latency-ms",
-            str(latency_ms),
-            "--reply",
-            "bench",
-            *options,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    line = server.stdout.readline()
-    if "listening on" not in line:
-        sys.exit(f"fake server did not start: {line!r}")
-    return server, line.strip().rsplit(" ", 1)[1]
-
-
-def _start_workers(n: int, threads: int | None, queue: str, env: dict) -> list[subprocess.Popen]:
-    concurrency = [] if threads is None else [f"--concurrency={threads}"]
-    return [
-        subprocess.Popen(
-            [
-                *celery_worker_argv(),
-                "--pool=threads",
-                *concurrency,
-                "-Q",
-                queue,
-                "-n",
-                f"bench{i}@%h",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel=WARNING",
-            ],
-            cwd=ROOT,
-            env=env,
-        )
-        for i in range(n)
-    ]
+    rss: list[tuple[float, list[float]]] = []
+    lapsed = redispatched = 0
+    started = time.monotonic()
+    next_rss = next_lapsed = started
+    next_sweep = started + (sweep_every_s or 0)
+    while True:
+        run.refresh_from_db()
+        if run.status in ("done", "failed", "cancelled"):
+            break
+        now = time.monotonic()
+        if now >= next_rss:
+            rss.append((now - started, [rss_mb(w.pid) for w in workers]))
+            next_rss += RSS_EVERY_S
+        if now >= next_lapsed:
+            cutoff = timezone.now() - timedelta(seconds=run.lease_seconds)
+            running = EvaluationUnit.objects.filter(run=run, state=UnitState.RUNNING)
+            lapsed = max(lapsed, running.filter(claimed_at__lt=cutoff).count())
+            next_lapsed += LAPSED_EVERY_S
+        if sweep_every_s and now >= next_sweep:
+            redispatched += runs.runs_sweep().redispatched
+            next_sweep += sweep_every_s
+        time.sleep(0.25)
+    rss.append((time.monotonic() - started, [rss_mb(w.pid) for w in workers]))
+    return {"rss": rss, "lapsed": lapsed, "redispatched": redispatched}
 
 
 def _start_profilers(directory: str | None, workers: list[subprocess.Popen]) -> list:
@@ -190,47 +162,6 @@ def _print_profile(directory: Path, top: int = 25) -> None:
             print(f"  {100 * n / total:5.1f} %  {frame[:150]}")
 
 
-RSS_EVERY_S = 2.0
-LAPSED_EVERY_S = 5.0
-
-
-def _wait_for_run(run, workers: list[subprocess.Popen], *, sweep_every_s: float | None) -> dict:
-    """Poll until the run ends. Meanwhile sample each worker's resident memory, and count the
-    units whose lease lapsed while they were still running (claimed longer ago than the run's
-    lease) — with ``sweep_every_s``, sweep as beat would and count what it re-dispatched."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from benchmark.evaluation import runs
-    from benchmark.models import EvaluationUnit, UnitState
-
-    rss: list[tuple[float, list[float]]] = []
-    lapsed = redispatched = 0
-    started = time.monotonic()
-    next_rss = next_lapsed = started
-    next_sweep = started + (sweep_every_s or 0)
-    while True:
-        run.refresh_from_db()
-        if run.status in ("done", "failed", "cancelled"):
-            break
-        now = time.monotonic()
-        if now >= next_rss:
-            rss.append((now - started, [_status_mb(w.pid, "VmRSS") for w in workers]))
-            next_rss += RSS_EVERY_S
-        if now >= next_lapsed:
-            cutoff = timezone.now() - timedelta(seconds=run.lease_seconds)
-            running = EvaluationUnit.objects.filter(run=run, state=UnitState.RUNNING)
-            lapsed = max(lapsed, running.filter(claimed_at__lt=cutoff).count())
-            next_lapsed += LAPSED_EVERY_S
-        if sweep_every_s and now >= next_sweep:
-            redispatched += runs.runs_sweep().redispatched
-            next_sweep += sweep_every_s
-        time.sleep(0.25)
-    rss.append((time.monotonic() - started, [_status_mb(w.pid, "VmRSS") for w in workers]))
-    return {"rss": rss, "lapsed": lapsed, "redispatched": redispatched}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=int, default=16)
@@ -279,7 +210,7 @@ def main() -> None:
     concurrency = args.workers * args.in_flight
     queue = "bench-pipeline"
 
-    _ensure_database(args.database_url)
+    ensure_database(args.database_url)
     env = {
         **os.environ,
         "DATABASE_URL": args.database_url,
@@ -288,53 +219,28 @@ def main() -> None:
         "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
         "EVAL_BATCH_SIZE": str(args.batch_size),
     }
-    os.environ.update(env)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proactweb.settings")
-    django.setup()
-    import redis
-    from corpus_import import generate_corpus
+    setup_django(env)
     from django.conf import settings
     from django.db import connection
     from django.db.models import Avg, Max
 
     import benchmark.tasks  # noqa: F401  (imported already in a worker that launches a run)
-    from benchmark.corpus.importer import corpus_import
     from benchmark.evaluation import runs
     from benchmark.models import (
         AuditVia,
-        Blueprint,
-        CallInFlight,
         Dialogue,
         EvaluationRun,
         EvaluationUnit,
         ModelEndpoint,
-        Persona,
         ProviderCall,
-        ResponseCacheEntry,
-        Scenario,
     )
     from proactweb.celery import app as celery_app
 
     # A clean slate: no cache hits, no leftover messages.
-    redis.Redis.from_url(args.redis_url).flushdb()
-    EvaluationRun.objects.all().delete()
-    ResponseCacheEntry.objects.all().delete()
-    CallInFlight.objects.all().delete()
-    for model in (Dialogue, Blueprint, Scenario, Persona):
-        model.objects.all().delete()
-    ModelEndpoint.objects.filter(name__startswith="bench-").delete()
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "corpus.jsonl"
-        generate_corpus(corpus)
-        with corpus.open("rb") as stream:
-            summary = corpus_import(stream=stream)
+    summary = fresh_corpus(redis_url=args.redis_url)
 
-    server, base_url = _start_fake_server(args.latency_ms)
-    workers = _start_workers(args.workers, args.threads, queue, env)
+    server, base_url = start_fake_server(args.latency_ms)
+    workers = start_workers(args.workers, args.threads, queue, env)
     try:
         endpoints = [
             ModelEndpoint.objects.create(
@@ -364,12 +270,9 @@ def main() -> None:
             EvaluationRun.objects.filter(pk=run.pk).update(lease_seconds=args.lease_s)
         sweep_every_s = args.lease_s / 2 if args.lease_s else None
         celery_app.conf.task_default_queue = queue
-        deadline = time.monotonic() + 60
-        while len(celery_app.control.ping(timeout=1.0)) < args.workers:
-            if time.monotonic() > deadline:
-                sys.exit("workers did not start")
-        cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
-        server_cpu_before = _cpu_seconds(server.pid)
+        wait_for_workers(celery_app, args.workers)
+        cpu_before = sum(cpu_seconds(w.pid) for w in workers)
+        server_cpu_before = cpu_seconds(server.pid)
         profilers = [] if args.rejudge else _start_profilers(args.profile, workers)
         reads_before = _index_reads(connection)
         started = time.perf_counter()
@@ -389,8 +292,8 @@ def main() -> None:
                 for i in range(args.rejudge)
             ]
             calls_before = ProviderCall.objects.filter(run=run, ok=True).count()
-            cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
-            server_cpu_before = _cpu_seconds(server.pid)
+            cpu_before = sum(cpu_seconds(w.pid) for w in workers)
+            server_cpu_before = cpu_seconds(server.pid)
             profilers = _start_profilers(args.profile, workers)
             reads_before = _index_reads(connection)
             started = time.perf_counter()
@@ -401,12 +304,12 @@ def main() -> None:
             seen = _wait_for_run(run, workers, sweep_every_s=sweep_every_s)
         wall = time.perf_counter() - started
         _stop_profilers(profilers)
-        cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
-        server_cpu = _cpu_seconds(server.pid) - server_cpu_before
+        cpu = sum(cpu_seconds(w.pid) for w in workers) - cpu_before
+        server_cpu = cpu_seconds(server.pid) - server_cpu_before
         latency = ProviderCall.objects.filter(run=run, ok=True).aggregate(
             mean=Avg("latency_s"), worst=Max("latency_s")
         )
-        peak = max(_status_mb(w.pid, "VmHWM") for w in workers)
+        peak = max(peak_rss_mb(w.pid) for w in workers)
         calls = ProviderCall.objects.filter(run=run, ok=True).count() - calls_before
         reply_calls = ProviderCall.objects.filter(run=run, ok=True, purpose="reply").count()
         failed_calls = ProviderCall.objects.filter(run=run, ok=False).count()
@@ -424,7 +327,7 @@ def main() -> None:
         server.wait(timeout=30)
     # The workers' backends reported their counts as they closed; the queries just above
     # (latency, counts, progress) are the bench's own and are counted too, but are a few
-    # indexed aggregates over the run.
+    # indexed aggregates over the run (about one row per call), as are the sweeps of --lease-s.
     time.sleep(1.0)
     fetched, scanned, written = (
         after - before for after, before in zip(_index_reads(connection), reads_before, strict=True)
