@@ -43,6 +43,7 @@ from annotation_next import (  # noqa: E402
     Think,
     _cpu_snapshot,
     _free_port,
+    _gunicorn_shape,
     _pct,
     _recreate_database,
     _start_gunicorn,
@@ -301,7 +302,7 @@ def measure_serving(args, folder: Path) -> dict:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     held = _prepare_serving(args.annotators, folder)
     port = _free_port()
-    server = _start_gunicorn(args, env, port)
+    server = _start_gunicorn(env, port, args.workers)
     latency: dict[str, list[float]] = {"page": [], "image": []}
     errors: list[str] = []
     try:
@@ -352,8 +353,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds not measured")
     parser.add_argument("--think-ms", type=float, default=1000.0, help="mean pause per page")
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=1, help="threads per worker")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="gunicorn workers (default: gunicorn.conf.py's)"
+    )
     parser.add_argument(
         "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_bench_images"
     )
@@ -398,7 +400,7 @@ def main() -> None:
     print(
         f"serving: {args.annotators} annotators, each on an item with 3 images, "
         f"{args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
-        f"think {args.think_ms:.0f} ms ± 50%, gunicorn {args.workers}×{args.threads}, "
+        f"think {args.think_ms:.0f} ms ± 50%, {_gunicorn_shape(args.workers)}, "
         f"PostgreSQL; load average after: {load_after}"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
