@@ -317,10 +317,10 @@ def test_the_annotation_hot_path_runs_exactly_its_statements(
     make_study, make_annotators, client, django_assert_num_queries
 ):
     """Issue #20 part 5: the requests of an annotator at work — the answer that hands out the
-    next item (one request an item, as the page works: tests/annotation/test_browser.py), and Next on
-    the item shown — pinned to their statements, so that an added round trip fails here and is
-    not found later as CPU on the annotation benchmark. Counted by Django, BEGIN/COMMIT and
-    the session and user reads included."""
+    next item (one request an item, as the page works: tests/annotation/test_browser.py), and
+    Next on the item shown — pinned to their statements, so that an added round trip fails here
+    and is not found later as CPU on the annotation benchmark. Counted by Django, BEGIN/COMMIT
+    and the session and user reads included."""
     users = make_annotators(2)
     study = make_study(annotators=users, overlap=2)
     client.force_login(users[0])
