@@ -225,7 +225,8 @@ def _start_gunicorn(env: dict, port: int, workers: int | None = None) -> subproc
     if workers is not None:
         command += ["--workers", str(workers)]
     server = subprocess.Popen(command, cwd=ROOT, env=env)
-    if wait_for_port(port):
+    # --preload imports the app before gunicorn listens: over 30 s on a machine loaded ×6.
+    if wait_for_port(port, seconds=180):
         return server
     server.kill()
     sys.exit("gunicorn did not start")
@@ -235,6 +236,17 @@ def _gunicorn_shape(workers: int | None) -> str:
     """How many workers of which class serve, as ./gunicorn.conf.py (and ``--workers``) say."""
     config = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
     return f"gunicorn {workers or config['workers']} {config['worker_class']} workers"
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """gunicorn stopped: gracefully (SIGTERM), else after 30 s at once (its workers, left
+    without their master, stop by themselves)."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 class Think:
@@ -458,8 +470,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         cpu_after = _cpu_snapshot(server.pid, database)
         cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        _stop(server)
     checks = _check_database(study_id)
     lost = tally.submitted - checks["answers"]
     all_latency = [v for values in tally.latency.values() for v in values]

@@ -28,7 +28,6 @@ import os
 import random
 import re
 import resource
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from annotation_next import (  # noqa: E402
     _pct,
     _recreate_database,
     _start_gunicorn,
+    _stop,
 )
 
 IMAGES_PER_DIALOGUE = 5
@@ -340,8 +340,7 @@ def measure_serving(args, folder: Path) -> dict:
         cpu_after = _cpu_snapshot(server.pid, database)
         cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        _stop(server)
         subprocess.run(["rm", "-rf", var_dir], check=False)
     return {"latency": latency, "errors": errors, "cpu": cpu}
 
