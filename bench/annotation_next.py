@@ -27,9 +27,6 @@ import asyncio
 import os
 import random
 import re
-import runpy
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,74 +39,29 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from listening import wait_for_port  # noqa: E402
+from _workers import (  # noqa: E402
+    children_rss_mb,
+    cpu_seconds_of,
+    free_port,
+    gunicorn_shape,
+    recreate_database,
+    start_gunicorn,
+    stop_gunicorn,
+)
 from machine import speed_probe  # noqa: E402
 
 TOKEN = re.compile(r'data-item="([^"]*)"')
 KEY = re.compile(r'name="idempotency_key" value="([^"]+)"')
 
 
-def _recreate_database(url: str) -> None:
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _processes():
-    """(pid, ppid, command line, /proc/PID/stat fields after the name) of every process."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        yield int(entry), int(fields[1]), command, fields
-
-
-def _cpu_seconds(match) -> float:
-    """User + system CPU so far of the processes ``match(pid, ppid, cmdline)`` accepts."""
-    return sum(
-        (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-        for pid, ppid, command, fields in _processes()
-        if match(pid, ppid, command)
-    )
-
-
 def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
     """CPU seconds so far: the web workers, the database's server processes for the bench
     database, and this process (the simulated annotators)."""
     return {
-        "web": _cpu_seconds(lambda pid, ppid, cmd: ppid == server_pid),
-        "database": _cpu_seconds(lambda pid, ppid, cmd: f" {database} " in f"{cmd} "),
+        "web": cpu_seconds_of(lambda pid, ppid, cmd: ppid == server_pid),
+        "database": cpu_seconds_of(lambda pid, ppid, cmd: f" {database} " in f"{cmd} "),
         "client": time.process_time(),
     }
-
-
-def _web_rss_mb(server_pid: int) -> dict[int, float]:
-    """Resident memory (MB) of each gunicorn worker (the server's children)."""
-    page_mb = os.sysconf("SC_PAGE_SIZE") / 2**20
-    return {
-        pid: int(fields[21]) * page_mb
-        for pid, ppid, _, fields in _processes()
-        if ppid == server_pid
-    }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _prepare(args, annotators: int) -> tuple[int, list[str], int]:
@@ -213,40 +165,6 @@ def _prepare(args, annotators: int) -> tuple[int, list[str], int]:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")  # fresh tables: give the planner real row counts
     return study.pk, sessions, study.items.count()
-
-
-def _start_gunicorn(env: dict, port: int, workers: int | None = None) -> subprocess.Popen:
-    """gunicorn as production runs it: the settings of ./gunicorn.conf.py (docker-compose.yml
-    and the Dockerfile run plain ``gunicorn proactweb.wsgi:application`` with them), bound to
-    ``port`` here; ``workers`` overrides the file's count."""
-    command = [sys.executable, "-m", "gunicorn", "proactweb.wsgi:application"]
-    command += ["--config", str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}"]
-    command += ["--log-level", "warning"]
-    if workers is not None:
-        command += ["--workers", str(workers)]
-    server = subprocess.Popen(command, cwd=ROOT, env=env)
-    # --preload imports the app before gunicorn listens: over 30 s on a machine loaded ×6.
-    if wait_for_port(port, seconds=180):
-        return server
-    server.kill()
-    sys.exit("gunicorn did not start")
-
-
-def _gunicorn_shape(workers: int | None) -> str:
-    """How many workers of which class serve, as ./gunicorn.conf.py (and ``--workers``) say."""
-    config = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
-    return f"gunicorn {workers or config['workers']} {config['worker_class']} workers"
-
-
-def _stop(server: subprocess.Popen) -> None:
-    """gunicorn stopped: gracefully (SIGTERM), else after 30 s at once (its workers, left
-    without their master, stop by themselves)."""
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
 
 
 class Think:
@@ -416,7 +334,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
 
     if settings.configured:  # a previous load's connection: its database is dropped now
         connections.close_all()
-    _recreate_database(args.database_url)
+    recreate_database(args.database_url)
     env = _environment(args.database_url)
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
@@ -424,8 +342,8 @@ def _run(args, annotators: int, think_ms: float) -> dict:
     with open("/proc/loadavg") as loadavg:
         load_before = " ".join(loadavg.read().split()[:3])
     probe = speed_probe()
-    port = _free_port()
-    server = _start_gunicorn(env, port, args.workers)
+    port = free_port()
+    server = start_gunicorn(env, port, args.workers)
     tally = Tally()
     try:
         started = time.monotonic()
@@ -458,7 +376,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
             # Web workers' memory: once warm, then every tenth of the run, and at the end.
             step = args.duration / 10
             for n in range(11):
-                rss_samples.append((n * step, _web_rss_mb(server.pid)))
+                rss_samples.append((n * step, children_rss_mb(server.pid)))
                 if n < 10:
                     await asyncio.sleep(step)
 
@@ -470,7 +388,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         cpu_after = _cpu_snapshot(server.pid, database)
         cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
     finally:
-        _stop(server)
+        stop_gunicorn(server)
     checks = _check_database(study_id)
     lost = tally.submitted - checks["answers"]
     all_latency = [v for values in tally.latency.values() for v in values]
@@ -488,7 +406,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         f"{annotators} annotators, {args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
         f"think {think_ms:.0f} ms ± {args.think_jitter:.0%}"
         f"{' (closed loop)' if not think_ms else ''}, k={args.k}, {items} items, "
-        f"{_gunicorn_shape(args.workers)} (gunicorn.conf.py), PostgreSQL"
+        f"{gunicorn_shape(args.workers)} (gunicorn.conf.py), PostgreSQL"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for kind in ("next", "answer"):

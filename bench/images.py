@@ -38,16 +38,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from annotation_next import (  # noqa: E402
-    Think,
-    _cpu_snapshot,
-    _free_port,
-    _gunicorn_shape,
-    _pct,
-    _recreate_database,
-    _start_gunicorn,
-    _stop,
+from _workers import (  # noqa: E402
+    free_port,
+    gunicorn_shape,
+    recreate_database,
+    start_gunicorn,
+    stop_gunicorn,
 )
+from annotation_next import Think, _cpu_snapshot, _pct  # noqa: E402
 
 IMAGES_PER_DIALOGUE = 5
 SIDE = 256  # 256 × 256 RGB noise: ~197 KB as PNG
@@ -129,7 +127,7 @@ def _import_child(path: str, var_dir: str) -> None:
 def measure_import(path: Path, env: dict) -> dict:
     with tempfile.TemporaryDirectory() as var_dir:
         if "DATABASE_URL" in env:
-            _recreate_database(env["DATABASE_URL"])
+            recreate_database(env["DATABASE_URL"])
         result = subprocess.run(
             [sys.executable, __file__, "--child-import", str(path), var_dir],
             cwd=ROOT,
@@ -282,7 +280,7 @@ async def _annotator(base, page, session, deadline, think, latency, errors, warm
 
 
 def measure_serving(args, folder: Path) -> dict:
-    _recreate_database(args.database_url)
+    recreate_database(args.database_url)
     var_dir = tempfile.mkdtemp(prefix="bench-images-var-")
     env = {
         **os.environ,
@@ -301,8 +299,8 @@ def measure_serving(args, folder: Path) -> dict:
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     held = _prepare_serving(args.annotators, folder)
-    port = _free_port()
-    server = _start_gunicorn(env, port, args.workers)
+    port = free_port()
+    server = start_gunicorn(env, port, args.workers)
     latency: dict[str, list[float]] = {"page": [], "image": []}
     errors: list[str] = []
     try:
@@ -340,7 +338,7 @@ def measure_serving(args, folder: Path) -> dict:
         cpu_after = _cpu_snapshot(server.pid, database)
         cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
     finally:
-        _stop(server)
+        stop_gunicorn(server)
         subprocess.run(["rm", "-rf", var_dir], check=False)
     return {"latency": latency, "errors": errors, "cpu": cpu}
 
@@ -399,7 +397,7 @@ def main() -> None:
     print(
         f"serving: {args.annotators} annotators, each on an item with 3 images, "
         f"{args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
-        f"think {args.think_ms:.0f} ms ± 50%, {_gunicorn_shape(args.workers)}, "
+        f"think {args.think_ms:.0f} ms ± 50%, {gunicorn_shape(args.workers)}, "
         f"PostgreSQL; load average after: {load_after}"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
