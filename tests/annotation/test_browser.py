@@ -123,6 +123,11 @@ def test_an_answer_is_one_request_and_brings_the_next_item(
     assert sent == [f"POST {live_server.url}/annotate/{study.pk}/next"]
     for _ in range(3):
         sent.clear()
+        # As a person would: only once htmx has taken the new form in (its data set on it).
+        page.wait_for_function(
+            "() => { const f = document.querySelector('#workspace form[data-answer]');"
+            " return f && f['htmx-internal-data']; }"
+        )
         page.keyboard.press("1")
         page.keyboard.press("Shift+Digit3")
         answered, item = item, press_until_new_item(page, "Enter", item)
