@@ -6,20 +6,39 @@ ADDR   ?= 127.0.0.1:8000
 
 .PHONY: run test lint format bench lock clean
 
+# The installer: uv (pinned in constraints.txt) fetches and unpacks the wheels in parallel and
+# byte-compiles them on every core, where pip does each in turn: most of a first start was pip
+# compiling SciPy, statsmodels and the vendor SDKs module by module. Compiling at install time
+# (not at first import) means the web server and the worker never compile the same modules side
+# by side. uv reads no pip.conf: behind a package mirror set UV_DEFAULT_INDEX, or install with
+# `make run INSTALLER=pip`.
+INSTALLER ?= uv
+ifeq ($(INSTALLER),uv)
+INSTALL      := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
+INSTALLER_EXE := $(BIN)/uv
+else ifeq ($(INSTALLER),pip)
+INSTALL      := $(BIN)/python -m pip install --quiet
+INSTALLER_EXE :=
+else
+$(error INSTALLER must be uv or pip, not "$(INSTALLER)")
+endif
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(BIN)/uv: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -c constraints.txt uv
 
 # Installs are pinned by constraints.txt, so a fresh machine gets the versions CI tested.
 # `make run` needs only what the app imports; the test and lint tools (the `dev` extra:
 # Playwright, mypy and the stubs, Hypothesis, Schemathesis, …) come with the first `make test`
 # or `make lint`, so a first start does not wait for them.
-$(VENV)/.installed-app: $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+$(VENV)/.installed-app: $(BIN)/python $(INSTALLER_EXE) pyproject.toml constraints.txt
+	$(INSTALL) -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+$(VENV)/.installed: $(BIN)/python $(INSTALLER_EXE) pyproject.toml constraints.txt
+	$(INSTALL) -c constraints.txt -e '.[dev]'
 	touch $@ $(VENV)/.installed-app
 
 ## run: set everything up (embedded default: SQLite, filesystem broker, replay provider, demo
