@@ -41,12 +41,15 @@ $(VENV)/.installed: $(BIN)/python $(INSTALLER_EXE) pyproject.toml constraints.tx
 	$(INSTALL) -c constraints.txt -e '.[dev]'
 	touch $@ $(VENV)/.installed-app
 
+# Django's system checks import the whole URLconf and with it NumPy, SciPy and statsmodels
+# (about 2.4 s of CPU each time): the web server that devserver starts runs them before it
+# serves, so migrate, load_demo and devserver itself skip them.
 ## run: set everything up (embedded default: SQLite, filesystem broker, replay provider, demo
 ##      data and logins) and start the web server and a Celery worker; Ctrl-C stops both.
 run: $(VENV)/.installed-app
-	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --no-input -v0
-	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py load_demo
-	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py devserver $(ADDR)
+	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --no-input -v0 --skip-checks
+	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py load_demo --skip-checks
+	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py devserver --skip-checks $(ADDR)
 
 ## test: install and run the whole test suite.
 test: $(VENV)/.installed

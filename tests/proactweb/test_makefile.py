@@ -37,7 +37,7 @@ def test_a_first_make_run_installs_uv_then_the_app_without_the_dev_tools(tmp_pat
     assert "[dev]" not in "\n".join(lines)
     assert any("manage.py migrate" in line for line in lines)
     assert any("manage.py load_demo" in line for line in lines)
-    assert any("manage.py devserver" in line for line in lines)
+    assert any("manage.py devserver --skip-checks" in line for line in lines)
 
 
 def test_uv_is_pinned_in_the_constraints():
