@@ -6,18 +6,23 @@ ADDR   ?= 127.0.0.1:8000
 
 .PHONY: run test lint format bench lock clean
 
-# The installer: uv (pinned in constraints.txt) fetches and unpacks the wheels in parallel and
-# byte-compiles them on every core, where pip does each in turn: most of a first start was pip
-# compiling SciPy, statsmodels and the vendor SDKs module by module. Compiling at install time
-# (not at first import) means the web server and the worker never compile the same modules side
-# by side. uv reads no pip.conf: behind a package mirror set UV_DEFAULT_INDEX, or install with
-# `make run INSTALLER=pip`.
+# The installer: uv (pinned in constraints.txt) fetches and unpacks the wheels in parallel, where
+# pip does each in turn. uv reads no pip.conf: behind a package mirror set UV_DEFAULT_INDEX, or
+# install with `make run INSTALLER=pip`.
+# With uv, `make run`'s install compiles no bytecode: a first start imports about 2,400 of the
+# 12,000 modules installed, and Python compiles each on its first import and keeps the result,
+# so compiling them all up front (15 s of CPU) cost more than it saved (about 4 s of first
+# imports; bench/README.md). PYTHONDONTWRITEBYTECODE=1 keeps nothing: each process then compiles
+# its imports again. The test tools' install compiles all of site-packages, on every core: the
+# test suite imports most of it, often in processes that run side by side.
 INSTALLER ?= uv
 ifeq ($(INSTALLER),uv)
-INSTALL      := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
+INSTALL       := $(BIN)/uv pip install --quiet --python $(BIN)/python
+COMPILE_ALL   := --compile-bytecode
 INSTALLER_EXE := $(BIN)/uv
 else ifeq ($(INSTALLER),pip)
-INSTALL      := $(BIN)/python -m pip install --quiet
+INSTALL       := $(BIN)/python -m pip install --quiet
+COMPILE_ALL   :=
 INSTALLER_EXE :=
 else
 $(error INSTALLER must be uv or pip, not "$(INSTALLER)")
@@ -38,7 +43,7 @@ $(VENV)/.installed-app: $(BIN)/python $(INSTALLER_EXE) pyproject.toml constraint
 	touch $@
 
 $(VENV)/.installed: $(BIN)/python $(INSTALLER_EXE) pyproject.toml constraints.txt
-	$(INSTALL) -c constraints.txt -e '.[dev]'
+	$(INSTALL) $(COMPILE_ALL) -c constraints.txt -e '.[dev]'
 	touch $@ $(VENV)/.installed-app
 
 # Django's system checks import the whole URLconf and with it NumPy, SciPy and statsmodels
