@@ -11,7 +11,7 @@ ADDR   ?= 127.0.0.1:8000
 # install with `make run INSTALLER=pip`.
 # With uv, `make run`'s install compiles no bytecode: a first start imports about 2,400 of the
 # 12,000 modules installed, and Python compiles each on its first import and keeps the result,
-# so compiling them all up front (15 s of CPU) cost more than it saved (about 4 s of first
+# so compiling them all up front (about 18 s of CPU) cost more than it saved (4 s of first
 # imports; bench/README.md). PYTHONDONTWRITEBYTECODE=1 keeps nothing: each process then compiles
 # its imports again. The test tools' install compiles all of site-packages, on every core: the
 # test suite imports most of it, often in processes that run side by side.
