@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from django.db import connections
 from django.db.models import F, Func, QuerySet, TextField
 
-from stats.exports import FORMULA_STARTS, csv_chunks
+from stats.exports import _NUMERIC_TEXT, FORMULA_STARTS, csv_chunks
 
 # Bytes handed to the response at a time: big enough that the per-chunk cost vanishes, small
 # enough that memory stays flat.
@@ -56,8 +56,9 @@ def _numeric_text_pattern() -> str:
         if current != previous + 1:
             ranges.append(chr(start) if start == previous else f"{chr(start)}-{chr(previous)}")
             start = current
-    d = "[" + "".join(ranges) + "]"
-    return rf"^[+-]?({d}+\.?{d}*|\.{d}+)([eE][+-]?{d}+)?$"
+    # The rest of the pattern reads the same in both (PostgreSQL's AREs have ``(?:``).
+    pattern = _NUMERIC_TEXT.pattern.replace(r"\d", "[" + "".join(ranges) + "]")
+    return f"^(?:{pattern})$"
 
 
 def _text_sql(x: str) -> str:
