@@ -1,7 +1,8 @@
 """Demo studies, one of each kind, for the demo annotators (``load_demo`` calls this): what
 ``make run`` shows annotator1 and annotator2 on their work page (the arena: the demo run's three
 models, their vanilla replies; the proposal review: hand-written contexts,
-``benchmark/demo_data/proposal_review.jsonl``). Beside them, one closed,
+``benchmark/demo_data/proposal_review.jsonl``; and a direct rating of the replies to the
+multimodal demo's photos, ``demo_image_study_load``). Beside them, one closed,
 already answered failure-mode study (``demo_labelled_study_load``): two demo raters' recorded
 labels (``benchmark/demo_data/failure_mode_labels.jsonl``), so the classifier-vs-people table
 has data from the start without taking the annotators' own failure-mode study."""
@@ -183,6 +184,40 @@ def demo_studies_load(*, run: EvaluationRun, annotators, adjudicators, created_b
     if demo_proposal_study_load(annotators=annotators, created_by=created_by):
         created.append(PROPOSAL_STUDY)
     return created
+
+
+# --- The multimodal demo: replies to a photo, rated with the photo -----------------------------
+
+IMAGE_STUDY = "Demo: does the reply ask for a better photo?"
+
+
+def demo_image_study_load(*, image_run: EvaluationRun, annotators, created_by=None) -> bool:
+    """A direct rating of the multimodal demo run's vanilla replies at the photo dialogues'
+    INTERVENTION triggers (``demo_image_run_load``), for the demo annotators: each item shows
+    the photo the user sent as a thumbnail that zooms. Returns whether it was created: by name,
+    a second ``load_demo`` writes nothing. Created after the other demo studies, so theirs keep
+    the ids they have always had."""
+    if Study.objects.filter(name=IMAGE_STUDY).exists():
+        return False
+    study_create(
+        spec=StudySpec(
+            kind=direct_rating.KIND.key,
+            name=IMAGE_STUDY,
+            instructions=(
+                "The user sent a photo that may not show enough to answer. Look at it (press z "
+                "or click it to zoom), then rate the reply against the rubric: does it ask for "
+                "the specific thing that would fix the photo?"
+            ),
+            overlap=2,
+            run=image_run,
+            trigger_type=TriggerType.INTERVENTION,
+            condition=Condition.VANILLA,
+            annotators=annotators,
+            seed=SEED,
+        ),
+        created_by=created_by,
+    )
+    return True
 
 
 # --- Proposal review: imported from hand-written contexts -------------------------------------

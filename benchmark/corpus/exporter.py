@@ -1,19 +1,29 @@
 """Write dialogues back in the release format (``final_dialogues.jsonl``).
 
 export(import(x)) equals x on every official key; keys the Workbench did not model come back
-from the ``extra`` fields, and what the Workbench adds goes under ``x_workbench`` (left out with
-``official_only``). Streams: memory is bounded by one chunk of dialogues.
+from the ``extra`` fields, and what the Workbench adds goes under ``x_workbench``.
+
+``official_only`` writes what the official tools accept: no ``x_workbench`` (turn images go
+with it), and only the release's trigger types — a Workbench trigger type (INTERVENTION) is left
+out of ``trigger_points`` and of the Planner's record of that turn, and a dialogue left with no
+trigger at all is left out whole (the release needs one). Each line is checked with
+``official_format_errors`` before it is written, and the summary counts what was left out.
+Streams: memory is bounded by one chunk of dialogues.
 """
 
 import json
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import IO
 
 from django.db.models import Prefetch, QuerySet
 
 from benchmark.corpus.images import EmbedImages, ImageWriter, image_parts
+from benchmark.corpus.parsing import official_format_errors, planner_rubric_type
 from benchmark.corpus.schema import EXTENSION_KEY
 from benchmark.models import Anchor, Dialogue, Trigger, Turn
+from benchmark.vocabulary import RELEASE_TRIGGER_TYPES
 
 CHUNK_SIZE = 200
 
@@ -80,13 +90,66 @@ def _extension(
     return extension
 
 
+@dataclass
+class ExportSummary:
+    """What an export wrote, and — official-only — what the official format could not carry."""
+
+    dialogues: int = 0
+    left_out_triggers: Counter[str] = field(default_factory=Counter)  # by trigger type
+    left_out_images: int = 0
+    left_out_dialogues: int = 0  # no release trigger left: the release needs one
+
+    def left_out_text(self) -> str:
+        """One sentence for the person exporting, or "" when nothing was left out."""
+        if not (self.left_out_triggers or self.left_out_images):
+            return ""
+        triggers = ", ".join(
+            f"{count} {kind} trigger{'s' if count != 1 else ''}"
+            for kind, count in sorted(self.left_out_triggers.items())
+        )
+        images = f"{self.left_out_images} turn image{'s' if self.left_out_images != 1 else ''}"
+        text = (
+            f"left out {triggers or '0 INTERVENTION triggers'} and {images}, which the official "
+            "format cannot express"
+        )
+        if self.left_out_dialogues:
+            text += (
+                f"; {self.left_out_dialogues} dialogue(s) had no other trigger and were left "
+                "out whole"
+            )
+        return text
+
+
+def _official_planner(planner: dict | None) -> dict | None:
+    """The Planner's record of a turn, official-only: one that scheduled a trigger type the
+    official format does not know is written as the release writes a turn that is no trigger
+    (``is_trigger_point`` false, no rubric); any other is written as stored."""
+    kind = planner_rubric_type(planner)
+    if not isinstance(planner, dict) or kind is None or kind in RELEASE_TRIGGER_TYPES:
+        return planner
+    return {**planner, "is_trigger_point": False, "evaluation_rubric": None}
+
+
 def dialogue_to_record(
-    dialogue: Dialogue, *, official_only: bool = False, images: ImageWriter | None = None
+    dialogue: Dialogue,
+    *,
+    official_only: bool = False,
+    images: ImageWriter | None = None,
+    summary: ExportSummary | None = None,
 ) -> dict:
     """One dialogue as a release record (uses prefetched turns, triggers, anchors and turn
-    images). ``images``: how turn images are written (default: embedded as base64)."""
+    images). ``images``: how turn images are written (default: embedded as base64).
+    ``official_only``: the release's keys and trigger types only (module docstring); what is
+    left out is counted in ``summary``. The record may then have no trigger point."""
     turns = list(dialogue.turns.all())
     triggers = [turn.trigger for turn in turns if hasattr(turn, "trigger")]
+    if official_only:
+        if summary is not None:
+            summary.left_out_triggers.update(
+                t.type for t in triggers if t.type not in RELEASE_TRIGGER_TYPES
+            )
+            summary.left_out_images += sum(len(turn.images.all()) for turn in turns)
+        triggers = [t for t in triggers if t.type in RELEASE_TRIGGER_TYPES]
     record: dict = {
         "blueprint_id": dialogue.blueprint.key,
         "scenario_id": dialogue.scenario.key,
@@ -103,7 +166,7 @@ def dialogue_to_record(
         "turn_records": [
             {
                 "turn": turn.index,
-                "planner": turn.planner,
+                "planner": _official_planner(turn.planner) if official_only else turn.planner,
                 "user_message": turn.user_message,
                 "assistant_response": turn.assistant_response,
                 **turn.extra,
@@ -138,16 +201,34 @@ def dialogues_for_export(queryset: QuerySet[Dialogue] | None = None) -> QuerySet
     )
 
 
+class NotOfficial(ValueError):
+    """A stored dialogue that still fails the official format once the Workbench's additions
+    are left out (the message names it and each error): the export writes nothing."""
+
+
 def iter_export_lines(
     queryset: QuerySet[Dialogue] | None = None,
     *,
     official_only: bool = False,
     images: ImageWriter | None = None,
+    summary: ExportSummary | None = None,
 ) -> Iterator[str]:
-    """One line per dialogue; an embedded image is read when its line is written, so memory
-    holds one line's images at most."""
+    """One line per dialogue (official-only: per dialogue with a release trigger); an embedded
+    image is read when its line is written, so memory holds one line's images at most."""
+    summary = ExportSummary() if summary is None else summary
     for dialogue in dialogues_for_export(queryset).iterator(chunk_size=CHUNK_SIZE):
-        record = dialogue_to_record(dialogue, official_only=official_only, images=images)
+        record = dialogue_to_record(
+            dialogue, official_only=official_only, images=images, summary=summary
+        )
+        if official_only:
+            if not record["trigger_points"]:
+                summary.left_out_dialogues += 1
+                continue
+            errors = official_format_errors(summary.dialogues + 1, record)
+            if errors:
+                listed = "; ".join(str(error) for error in errors)
+                raise NotOfficial(f"dialogue {dialogue.unique_id_eval!r}: {listed}")
+        summary.dialogues += 1
         yield json.dumps(record) + "\n"
 
 
@@ -157,11 +238,14 @@ def corpus_export(
     queryset: QuerySet[Dialogue] | None = None,
     official_only: bool = False,
     images: ImageWriter | None = None,
-) -> int:
-    """Write the dialogues as JSON Lines to ``out``; returns how many were written.
-    ``images``: embedded (default), or written to a folder or zip by the given writer."""
-    count = 0
-    for line in iter_export_lines(queryset, official_only=official_only, images=images):
+) -> ExportSummary:
+    """Write the dialogues as JSON Lines to ``out``; returns how many were written and, with
+    ``official_only``, what was left out. ``images``: embedded (default), or written to a
+    folder or zip by the given writer. Raises ``NotOfficial`` (official-only) for a dialogue
+    the official format cannot take even without the Workbench's additions."""
+    summary = ExportSummary()
+    for line in iter_export_lines(
+        queryset, official_only=official_only, images=images, summary=summary
+    ):
         out.write(line)
-        count += 1
-    return count
+    return summary

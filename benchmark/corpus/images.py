@@ -22,11 +22,13 @@ import re
 import warnings
 import zipfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.files.base import ContentFile
+from django.utils import timezone
 from PIL import Image, UnidentifiedImageError
 
 from benchmark.models import TurnImage, display_name_of, turn_image_storage
@@ -333,3 +335,72 @@ def image_parts(turn_images: list[tuple[int, list[TurnImage]]], writer: ImageWri
         for index, images in turn_images
         if images
     }
+
+
+# --- Pruning ---------------------------------------------------------------------------------
+
+PRUNED_FOLDERS = ("original", "display")
+
+
+@dataclass
+class PruneSummary:
+    """What ``turn_images_prune`` found (and, unless a dry run, removed)."""
+
+    orphaned: dict[str, int]  # file name → bytes: referenced by no TurnImage
+    recent: int = 0  # orphaned but newer than the minimum age: kept (an import may be writing)
+    referenced: int = 0  # files kept because a TurnImage names them (or their original)
+    deleted: bool = False
+
+    @property
+    def orphaned_bytes(self) -> int:
+        return sum(self.orphaned.values())
+
+    def by_folder(self) -> dict[str, int]:
+        return {
+            folder: sum(1 for name in self.orphaned if name.startswith(folder + "/"))
+            for folder in PRUNED_FOLDERS
+        }
+
+
+def _referenced(names: set[str]) -> set[str]:
+    """Of ``names`` (storage names), those a TurnImage names: its original, or that original's
+    metadata-free copy."""
+    originals = {"original/" + name.split("/", 1)[1] for name in names}
+    named = set(TurnImage.objects.filter(file__in=originals).values_list("file", flat=True))
+    return {name for name in names if "original/" + name.split("/", 1)[1] in named}
+
+
+def turn_images_prune(*, delete: bool = False, min_age: timedelta) -> PruneSummary:
+    """Find the files in the turn-image storage that no TurnImage references (its original
+    under ``original/``, or that original's copy under ``display/``) — left behind when their
+    dialogues were deleted — and, with ``delete``, remove them. Idempotent: a second run finds
+    nothing to remove.
+
+    Never removes a referenced file: each candidate is checked against the rows again right
+    before it is deleted, so a dialogue imported meanwhile keeps its images. A file newer than
+    ``min_age`` is left alone: an import writes its files before its rows commit (and a dry
+    run writes no file)."""
+    storage = turn_image_storage()
+    cutoff = timezone.now() - min_age
+    names: set[str] = set()
+    for folder in PRUNED_FOLDERS:
+        try:
+            _, files = storage.listdir(folder)
+        except FileNotFoundError:  # nothing stored yet
+            continue
+        names.update(f"{folder}/{name}" for name in files)
+    referenced = _referenced(names)
+    summary = PruneSummary(orphaned={}, referenced=len(referenced), deleted=delete)
+    for name in sorted(names - referenced):
+        if storage.get_modified_time(name) > cutoff:
+            summary.recent += 1
+            continue
+        summary.orphaned[name] = storage.size(name)
+    if delete:
+        for name in list(summary.orphaned):
+            if _referenced({name}):  # imported again since the listing: kept
+                del summary.orphaned[name]
+                summary.referenced += 1
+                continue
+            storage.delete(name)
+    return summary

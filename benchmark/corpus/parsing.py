@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from benchmark.corpus.findings import Finding, StyleTraits, TriggerFacts, protocol_findings
 from benchmark.corpus.schema import EXTENSION_KEY, DialogueRecord, json_path
+from benchmark.vocabulary import RELEASE_TRIGGER_TYPES
 from core.limits import bounded_lines, json_deeper_than, max_json_depth, too_deep
 
 MAX_REPORTED_ERRORS = 500
@@ -314,3 +315,35 @@ def parse_dialogue(
         ParsedDialogue(line, raw, rec, anchor_turns, anchor_texts, trigger_anchor_keys, findings),
         [],
     )
+
+
+# --- The official format -----------------------------------------------------------------------
+
+
+def planner_rubric_type(planner: object) -> object:
+    """The trigger type the Planner's record of a turn names (None if it names none)."""
+    rubric = planner.get("evaluation_rubric") if isinstance(planner, dict) else None
+    return rubric.get("type") if isinstance(rubric, dict) else None
+
+
+def official_format_errors(line: int, raw: Any) -> list[CorpusError]:
+    """Why ``raw`` is not a line the official tools accept, or []: the import's own checks
+    (schema, structure), then nothing of the Workbench's — no ``x_workbench`` key, and only the
+    release's trigger types, in ``trigger_points`` and in the Planner's record of each turn.
+    ``export_corpus --official-only`` checks every line it writes with this."""
+    _, errors = parse_dialogue(line, raw, styles={}, enrichment=Enrichment())
+    if errors:
+        return errors
+    if EXTENSION_KEY in raw:
+        errors.append(CorpusError(line, f"$.{EXTENSION_KEY}", "a Workbench key, not official"))
+    for position, point in enumerate(raw["trigger_points"]):
+        kind = point["evaluation_rubric"]["type"]
+        if kind not in RELEASE_TRIGGER_TYPES:
+            path = f"$.trigger_points[{position}].evaluation_rubric.type"
+            errors.append(CorpusError(line, path, f"{kind!r} is not an official trigger type"))
+    for position, turn in enumerate(raw["turn_records"]):
+        kind = planner_rubric_type(turn.get("planner"))
+        if kind is not None and kind not in RELEASE_TRIGGER_TYPES:
+            path = f"$.turn_records[{position}].planner.evaluation_rubric.type"
+            errors.append(CorpusError(line, path, f"{kind!r} is not an official trigger type"))
+    return errors

@@ -182,8 +182,8 @@ def dialogue_record(key, first, image, rubric, second) -> dict:
 
 # The demo judges' verdicts on those replies. Each model answers both photos the same way, so
 # one verdict per model: atlas names the fix (PASS), cedar asks vaguely (PARTIAL), birch answers
-# from what it cannot see (FAIL). The evidence is a verbatim piece of the reply; the judges see
-# the transcript as text (their recordings name no image).
+# from what it cannot see (FAIL). The evidence is a verbatim piece of the reply. The judges see
+# the photo as the model did (attached to their prompt), so their recordings name it too.
 JUDGES = ("demo-judge-primary", "demo-judge-crossfamily")
 VERDICTS = {
     "demo-atlas-large": (
@@ -213,7 +213,7 @@ EVIDENCE = {  # model -> dialogue key -> a verbatim piece of that model's reply
 }
 
 
-def judgment_record(uid: str, model: str, condition: str, judge: str) -> dict:
+def judgment_record(uid: str, model: str, condition: str, judge: str, images: list[str]) -> dict:
     verdict, rationale = VERDICTS[model]
     key = uid.removeprefix("BP_DEMO_IMAGE_").split("_PQ__")[0]
     return {
@@ -225,6 +225,7 @@ def judgment_record(uid: str, model: str, condition: str, judge: str) -> dict:
         "verdict": verdict,
         "rationale": rationale,
         "evidence": EVIDENCE[model][key],
+        "images": images,
     }
 
 
@@ -258,7 +259,13 @@ def main() -> None:
                     for judge in JUDGES:
                         judgments.write(
                             json.dumps(
-                                judgment_record(record["unique_id_eval"], model, condition, judge),
+                                judgment_record(
+                                    record["unique_id_eval"],
+                                    model,
+                                    condition,
+                                    judge,
+                                    recording["images"],
+                                ),
                                 ensure_ascii=False,
                             )
                             + "\n"

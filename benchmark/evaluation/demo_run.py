@@ -11,11 +11,16 @@ each condition, and each model's vanilla reply against its rubric-injected one â
 bias planted (``make_pairwise_verdicts.py``). Loading them as rows
 (rather than replaying them through Celery) keeps ``load_demo`` fast and needs no worker; a run
 launched over the same dialogues with the replay provider produces the same replies and verdicts.
+
+The multimodal demo's recordings (``image_replies.jsonl``, ``image_judgments.jsonl``, written by
+``make_images.py``) are a second run of their own (``demo_image_run_load``): the same models and
+judges at the image dialogues' INTERVENTION triggers, which a demo study shows with their photos.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 from django.db import transaction
@@ -46,6 +51,7 @@ from benchmark.models import (
 from benchmark.providers.replay import ReplayStore, estimate_tokens, pairwise_key
 
 DEMO_RUN_NAME = "Demo run (recorded replies)"
+DEMO_IMAGE_RUN_NAME = "Demo run: photos (recorded replies)"
 DEMO_MODELS = ("demo-atlas-large", "demo-birch-medium", "demo-cedar-small")
 DEMO_JUDGES = ("demo-judge-primary", "demo-judge-crossfamily")  # the first is primary
 DEMO_CLASSIFIER = "demo-classifier"
@@ -62,27 +68,76 @@ def demo_run_load() -> EvaluationRun:
     if existing is not None:
         return existing
     store = ReplayStore.from_demo_data()
-    endpoints = {
+    endpoints = _demo_endpoints()
+    dialogues = list(Dialogue.objects.filter(is_demo=True))
+    run = _recorded_run(
+        DEMO_RUN_NAME,
+        dialogues,
+        endpoints,
+        failure_mode_classifier=endpoints[DEMO_CLASSIFIER],
+    )
+    units = _recorded_replies(run, store, dialogues, endpoints)
+    FailureModeClassification.objects.bulk_create(
+        _classifications(units, classifier=endpoints[DEMO_CLASSIFIER])
+    )
+    run.pairwise_judges.set([endpoints[name] for name in DEMO_JUDGES])
+    _pairwise_load(run, units, judges=endpoints)
+    return run
+
+
+@transaction.atomic
+def demo_image_run_load() -> EvaluationRun:
+    """The multimodal demo's run (``make_images.py``'s recorded replies and verdicts at the
+    image dialogues' INTERVENTION triggers), created once: an existing one is returned
+    unchanged. Needs the demo image dialogues, the demo endpoints and the demo run
+    (``load_demo`` creates them first).
+
+    A run of its own, so the demo run's tables, studies and recordings read as they always
+    have; dated just before the demo run, because the dashboard opens on the newest finished
+    run and that stays the text demo's (README, "The first five minutes")."""
+    existing = EvaluationRun.objects.filter(name=DEMO_IMAGE_RUN_NAME).first()
+    if existing is not None:
+        return existing
+    demo = EvaluationRun.objects.get(name=DEMO_RUN_NAME)
+    dialogues = list(Dialogue.objects.filter(is_demo=True, turns__images__isnull=False).distinct())
+    if not dialogues:
+        raise ValueError("no demo image dialogues: import image_dialogues.jsonl first")
+    endpoints = _demo_endpoints()
+    run = _recorded_run(DEMO_IMAGE_RUN_NAME, dialogues, endpoints)
+    _recorded_replies(run, ReplayStore.from_demo_data(), dialogues, endpoints)
+    earlier = demo.created_at - timedelta(seconds=1)
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        created_at=earlier, started_at=earlier, finished_at=earlier
+    )
+    run.refresh_from_db()
+    return run
+
+
+def _demo_endpoints() -> dict[str, ModelEndpoint]:
+    return {
         e.name: e
         for e in ModelEndpoint.objects.filter(
             name__in=(*DEMO_MODELS, *DEMO_JUDGES, DEMO_CLASSIFIER)
         )
     }
-    dialogues = list(Dialogue.objects.filter(is_demo=True))
-    triggers = {
-        (uid, turn): pk
-        for pk, uid, turn in Trigger.objects.filter(turn__dialogue__in=dialogues).values_list(
-            "pk", "turn__dialogue__unique_id_eval", "turn__index"
-        )
-    }
+
+
+def _recorded_run(
+    name: str,
+    dialogues: list[Dialogue],
+    endpoints: dict[str, ModelEndpoint],
+    *,
+    failure_mode_classifier: ModelEndpoint | None = None,
+) -> EvaluationRun:
+    """A finished run of the demo models, both conditions, judged by the demo judges."""
     now = timezone.now()
     run = EvaluationRun.objects.create(
-        name=DEMO_RUN_NAME,
+        name=name,
         source=RunSource.IMPORTED,
         status=RunStatus.DONE,
         conditions=[Condition.VANILLA, Condition.RUBRIC_INJECTED],
         primary_judge=endpoints[DEMO_JUDGES[0]],
-        failure_mode_classifier=endpoints[DEMO_CLASSIFIER],
+        failure_mode_classifier=failure_mode_classifier,
         started_at=now,
         finished_at=now,
         notes="The demo recordings (benchmark/demo_data), loaded by load_demo.",
@@ -90,6 +145,25 @@ def demo_run_load() -> EvaluationRun:
     run.dialogues.set(dialogues)
     run.endpoints.set([endpoints[name] for name in DEMO_MODELS])
     run.judges.set([endpoints[name] for name in DEMO_JUDGES])
+    return run
+
+
+def _recorded_replies(
+    run: EvaluationRun,
+    store: ReplayStore,
+    dialogues: list[Dialogue],
+    endpoints: dict[str, ModelEndpoint],
+) -> dict[tuple[str, int, str, str], EvaluationUnit]:
+    """The recorded replies at the dialogues' triggers as the run's units, the demo judges'
+    recorded verdicts on them, and a disagreement for each reply they scored differently (as
+    the engine does). Returns the units by (unique_id_eval, turn, model, condition)."""
+    triggers = {
+        (uid, turn): pk
+        for pk, uid, turn in Trigger.objects.filter(turn__dialogue__in=dialogues).values_list(
+            "pk", "turn__dialogue__unique_id_eval", "turn__index"
+        )
+    }
+    now = timezone.now()
     units = {}
     for (uid, turn, model, condition, _images), reply in sorted(store.replies.items()):
         if (uid, turn) not in triggers or model not in DEMO_MODELS:
@@ -127,18 +201,12 @@ def demo_run_load() -> EvaluationRun:
         )
         verdicts.setdefault(unit.pk, {})[judge] = recorded["verdict"]
     Judgment.objects.bulk_create(judgments)
-    # As the engine does: a reply the judges scored differently awaits adjudication.
     JudgeDisagreement.objects.bulk_create(
         JudgeDisagreement(unit_id=unit_id, verdicts=by_judge)
         for unit_id, by_judge in verdicts.items()
         if len(set(by_judge.values())) > 1
     )
-    FailureModeClassification.objects.bulk_create(
-        _classifications(units, classifier=endpoints[DEMO_CLASSIFIER])
-    )
-    run.pairwise_judges.set([endpoints[name] for name in DEMO_JUDGES])
-    _pairwise_load(run, units, judges=endpoints)
-    return run
+    return units
 
 
 def _pairwise_load(run: EvaluationRun, units: dict, *, judges: dict[str, ModelEndpoint]) -> None:

@@ -538,7 +538,7 @@ class _Batch:
 
     def _judge_call(self, job: _Job, judge: ModelEndpoint, epoch: int = 0) -> None:
         rejected = job.rejected.get((judge.pk, epoch), ())
-        request = judge_request(job.unit, job.turns, judge, rejected=rejected)
+        request = judge_request(job.unit, job.turns, judge, images=job.images, rejected=rejected)
         self._call(job, judge, request, CallPurpose.JUDGMENT, epoch=epoch)
 
     def _pairwise_call(
@@ -551,6 +551,7 @@ class _Batch:
             judge,
             other=job.pairs[comparison_id],
             a_shown_first=order == PairOrder.AB,
+            images=job.images,
             rejected=job.rejected.get(asked, ()),
         )
         self._call(job, judge, request, CallPurpose.PAIRWISE, pair=asked)
@@ -559,7 +560,9 @@ class _Batch:
         classifier = job.unit.run.failure_mode_classifier
         assert classifier is not None
         rejected = job.rejected.get((classifier.pk, 0), ())
-        request = classify_request(job.unit, job.turns, classifier, rejected=rejected)
+        request = classify_request(
+            job.unit, job.turns, classifier, images=job.images, rejected=rejected
+        )
         self._call(job, classifier, request, CallPurpose.CLASSIFICATION)
 
     def _call(

@@ -3,8 +3,9 @@ classifier's failure-mode label for a RECOVERY reply the primary judge failed, a
 judge's choice between two replies at the same trigger.
 
 Isolation by construction: the model under test sees only the frozen conversation up to and
-including the trigger-turn user message (plus, in the rubric-injected condition, the trigger's
-principle as a system instruction); the judge sees that conversation, the rubric and the reply —
+including the trigger-turn user message, with its turns' images (plus, in the rubric-injected
+condition, the trigger's principle as a system instruction); the judge sees that conversation
+(its images attached to the prompt, numbered in the transcript), the rubric and the reply —
 never the persona, the style or the hidden goal (SPEC 2.2) — and a pairwise judge sees two
 replies as "Response 1" and "Response 2", never which model or condition wrote either.
 """
@@ -27,6 +28,7 @@ from benchmark.models import (
 )
 from benchmark.providers.base import ChatMessage, ChatRequest, ImagePart, ReplayKey
 from benchmark.providers.factory import ENDPOINT_SETTINGS
+from benchmark.providers.images import request_images
 from benchmark.vocabulary import FAILURE_MODE_DEFINITIONS, FAILURE_MODES
 
 
@@ -128,8 +130,22 @@ def reply_request(
 
 
 def _transcript(messages: tuple[ChatMessage, ...]) -> str:
+    """The conversation as text for a judge's prompt. A user message that carried images says
+    so by number, in the order ``_asking_again`` attaches them to the prompt; a conversation
+    without images reads exactly as it always has (recorded replays and the response cache
+    key on it)."""
     names = {"user": "USER", "assistant": "ASSISTANT"}
-    return "\n\n".join(f"[{names[m.role]}]\n{m.content}" for m in messages if m.role in names)
+    shown = 0
+    blocks = []
+    for message in messages:
+        if message.role not in names:
+            continue
+        block = f"[{names[message.role]}]\n{message.content}"
+        for _ in message.images:
+            shown += 1
+            block += f"\n[image {shown}, attached]"
+        blocks.append(block)
+    return "\n\n".join(blocks)
 
 
 def judge_request(
@@ -137,12 +153,17 @@ def judge_request(
     turns: list[Turn],
     judge: ModelEndpoint,
     *,
+    images: TurnImages | None = None,
     rejected: tuple[tuple[str, str], ...] = (),
 ) -> ChatRequest:
-    """``rejected``: the judge's earlier outputs on this reply and why each could not be used."""
+    """``images``: the dialogue's turn images (``turn_image_parts``): those of the conversation
+    up to the trigger go with the prompt, as the model under test was sent them, so a verdict
+    on an INTERVENTION reply can rest on what the photo shows. ``rejected``: the judge's
+    earlier outputs on this reply and why each could not be used."""
     trigger = unit.trigger
+    conversation = conversation_until(trigger, turns, images)
     prompt = load_prompt("judge").render(
-        conversation=_transcript(conversation_until(trigger, turns)),
+        conversation=_transcript(conversation),
         trigger_type=trigger.type,
         pass_criteria=trigger.pass_criteria,
         partial_criteria=trigger.partial_criteria,
@@ -151,7 +172,7 @@ def judge_request(
     )
     return ChatRequest(
         model=judge.model_name,
-        messages=_asking_again(prompt, rejected),
+        messages=_asking_again(prompt, rejected, request_images(conversation)),
         params=sampling_params(judge),
         replay_key=ReplayKey(
             "judgment",
@@ -164,10 +185,15 @@ def judge_request(
     )
 
 
-def _asking_again(prompt: str, rejected: tuple[tuple[str, str], ...]) -> tuple[ChatMessage, ...]:
-    """The prompt, then each earlier unusable output and why it could not be used: asking again
-    continues that conversation, so every try is a distinct request."""
-    messages = [ChatMessage("user", prompt)]
+def _asking_again(
+    prompt: str,
+    rejected: tuple[tuple[str, str], ...],
+    images: tuple[ImagePart, ...] = (),
+) -> tuple[ChatMessage, ...]:
+    """The prompt with the conversation's ``images`` (numbered in it by ``_transcript``), then
+    each earlier unusable output and why it could not be used: asking again continues that
+    conversation, so every try is a distinct request."""
+    messages = [ChatMessage("user", prompt, images)]
     for previous, reason in rejected:
         messages += [
             ChatMessage("assistant", previous),
@@ -184,24 +210,27 @@ def classify_request(
     turns: list[Turn],
     classifier: ModelEndpoint,
     *,
+    images: TurnImages | None = None,
     rejected: tuple[tuple[str, str], ...] = (),
 ) -> ChatRequest:
-    """The failure-mode classifier sees what a judge sees (conversation, rubric, reply) and the
-    taxonomy's definitions (``benchmark.vocabulary``); never the model or the condition."""
+    """The failure-mode classifier sees what a judge sees (conversation with its images,
+    rubric, reply) and the taxonomy's definitions (``benchmark.vocabulary``); never the model
+    or the condition."""
     trigger = unit.trigger
+    conversation = conversation_until(trigger, turns, images)
     prompt = load_prompt("failure_mode").render(
         definitions="\n".join(
             f"- {mode.value}: {definition}" for mode, definition in FAILURE_MODE_DEFINITIONS.items()
         ),
         mode_values=" | ".join(f'"{mode}"' for mode in FAILURE_MODES),
-        conversation=_transcript(conversation_until(trigger, turns)),
+        conversation=_transcript(conversation),
         pass_criteria=trigger.pass_criteria,
         fail_criteria=trigger.fail_criteria,
         reply=unit.reply,
     )
     return ChatRequest(
         model=classifier.model_name,
-        messages=_asking_again(prompt, rejected),
+        messages=_asking_again(prompt, rejected, request_images(conversation)),
         params=sampling_params(classifier),
         replay_key=ReplayKey(
             "failure_mode",
@@ -231,18 +260,21 @@ def pairwise_request(
     *,
     other: OtherReply,
     a_shown_first: bool,
+    images: TurnImages | None = None,
     rejected: tuple[tuple[str, str], ...] = (),
 ) -> ChatRequest:
     """Side A's reply (``unit_a``) against side B's (``other``) at A's trigger, A shown first or
-    second. The two orders are two distinct requests (and cache keys): a judge's answer in one
-    order is never served for the other."""
+    second, with the conversation's images as a judge gets them. The two orders are two
+    distinct requests (and cache keys): a judge's answer in one order is never served for the
+    other."""
     trigger = unit_a.trigger
+    conversation = conversation_until(trigger, turns, images)
     first = (unit_a.reply, unit_a.endpoint.model_name, unit_a.condition)
     second = (other.reply, other.model_name, other.condition)
     if not a_shown_first:
         first, second = second, first
     prompt = load_prompt("pairwise_judge").render(
-        conversation=_transcript(conversation_until(trigger, turns)),
+        conversation=_transcript(conversation),
         trigger_type=trigger.type,
         pass_criteria=trigger.pass_criteria,
         partial_criteria=trigger.partial_criteria,
@@ -252,7 +284,7 @@ def pairwise_request(
     )
     return ChatRequest(
         model=judge.model_name,
-        messages=_asking_again(prompt, rejected),
+        messages=_asking_again(prompt, rejected, request_images(conversation)),
         params=sampling_params(judge),
         replay_key=ReplayKey(
             "pairwise",

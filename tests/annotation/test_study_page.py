@@ -9,7 +9,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from annotation import kinds
-from annotation.demo import LABELLED_STUDY
+from annotation.demo import IMAGE_STUDY, LABELLED_STUDY
 from annotation.models import Answer, Assignment, RaterExclusion, Study, StudyItem
 from annotation.selectors import study_overview
 from annotation.services.assignments import AnswerInput, answer_submit, assignment_next
@@ -139,9 +139,11 @@ def test_load_demo_creates_one_study_of_each_kind_for_the_demo_annotators(client
     call_command("load_demo", stdout=out)
     assert "Demo studies: 0 created" in out.getvalue()  # idempotent
     # Besides them, the closed failure-mode study the demo raters answered
-    # (tests/stats/test_demo_failure_mode_labels.py): not the annotators'.
+    # (tests/stats/test_demo_failure_mode_labels.py): not the annotators'; and a second direct
+    # rating, of the replies to the multimodal demo's photos (tests/annotation/test_demo_photos.py).
+    assert Study.objects.get(name=IMAGE_STUDY).kind == "direct_rating"
     studies = Study.objects.exclude(name=LABELLED_STUDY)
-    assert sorted(studies.values_list("kind", flat=True)) == sorted(
+    assert sorted(studies.exclude(name=IMAGE_STUDY).values_list("kind", flat=True)) == sorted(
         k.key for k in kinds.all_kinds()
     )
     for study in studies:

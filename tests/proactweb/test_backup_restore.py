@@ -21,6 +21,7 @@ from django.db import connection
 from django.urls import reverse
 
 from benchmark.evaluation import runs
+from benchmark.evaluation.demo_run import DEMO_RUN_NAME
 from benchmark.models import Dialogue, EvaluationRun, ResponseCacheEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,7 +104,7 @@ def eager():
 
 def test_the_exports_restore_the_corpus_and_the_results(tmp_path, client_for, admin_user, eager):
     call_command("load_demo", "--no-users", stdout=io.StringIO())
-    demo = EvaluationRun.objects.get()
+    demo = EvaluationRun.objects.get(name=DEMO_RUN_NAME)
     # A run made here (the demo's own run is an import; its export gives back only what the
     # imported files held): the demo models and judges, offline through the replay provider.
     run = runs.run_create(

@@ -55,6 +55,7 @@ from annotation.services.onboarding import (
 from annotation.services.participation import ParticipationInput, participant_join
 from annotation.services.studies import StudySpec, study_archive, study_create
 from benchmark.evaluation import runs
+from benchmark.evaluation.demo_run import DEMO_RUN_NAME
 from benchmark.models import (
     AuditAction,
     AuditVia,
@@ -209,7 +210,7 @@ def world(admin_user, researcher, annotator, study_rater, django_user_model):
     who has answered one item and holds another; the rater holds one."""
     # With its users: the demo studies belong to the demo annotators, none of the roles below.
     call_command("load_demo", stdout=io.StringIO())
-    run = EvaluationRun.objects.get()
+    run = EvaluationRun.objects.get(name=DEMO_RUN_NAME)
     endpoint = ModelEndpoint.objects.first()
     runs.run_audit_record(run=run, action=AuditAction.LAUNCH, via=AuditVia.ADMIN, actor=admin_user)
     ModelPrice.objects.get_or_create(
@@ -337,7 +338,7 @@ def _url(name: str, pattern: URLPattern, models: dict[str, type], world: dict) -
         pk = _object_pk(model)
         assert pk is not None, f"no {model.__name__} to open {name} with: add one to world"
         return reverse(name, args=[pk])
-    run = EvaluationRun.objects.get()
+    run = EvaluationRun.objects.get(name=DEMO_RUN_NAME)
     by_name = {
         "benchmark:dialogue_detail": [Dialogue.objects.first().pk],
         "benchmark:turn_text": [Dialogue.objects.first().pk, 1, "user"],

@@ -28,6 +28,7 @@ from django.urls import reverse
 
 from annotation.kinds.registry import all_kinds
 from annotation.models import Study, StudyItem
+from benchmark.evaluation.demo_run import DEMO_RUN_NAME
 from benchmark.models import Dialogue, EvaluationRun, EvaluationUnit, Judgment, Trigger, Turn
 from tests.browser import BROWSER_TESTS
 
@@ -86,7 +87,9 @@ def open_item(page, live_server, study: Study) -> None:
 def demo_studies() -> list[Study]:
     """One open demo study of each kind, for annotator1 (load_demo makes one of each)."""
     studies = {}
-    for study in Study.objects.filter(status="open", raters__user__username="annotator1"):
+    for study in Study.objects.filter(status="open", raters__user__username="annotator1").order_by(
+        "pk"
+    ):
         studies.setdefault(study.kind, study)
     return list(studies.values())
 
@@ -126,7 +129,7 @@ def test_markdown_is_rendered_and_inert_on_every_page_that_shows_it(demo, browse
             assert page.locator(".md mark.evidence strong, .md strong mark.evidence").count()
     login(page, live_server, "researcher")
     dialogue = Dialogue.objects.first()
-    run = EvaluationRun.objects.first()
+    run = EvaluationRun.objects.get(name=DEMO_RUN_NAME)
     trigger = Trigger.objects.filter(units__run=run).first()
     for where, path in {
         "the dialogue page": reverse("benchmark:dialogue_detail", args=[dialogue.pk]),

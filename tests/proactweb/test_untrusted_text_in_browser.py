@@ -13,6 +13,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from benchmark.evaluation.demo_run import DEMO_RUN_NAME
 from benchmark.models import (
     Dialogue,
     EvaluationRun,
@@ -42,7 +43,7 @@ def poisoned(monkeypatch):
     # Playwright's sync API runs an event loop in this thread; the ORM calls below are safe.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     call_command("load_demo", "--no-users", stdout=io.StringIO())
-    run = EvaluationRun.objects.get()
+    run = EvaluationRun.objects.get(name=DEMO_RUN_NAME)
     ModelEndpoint.objects.filter(pk=run.endpoints.first().pk).update(
         display_name=("Evil " + PAYLOAD)[:120]  # the column's length
     )

@@ -4,10 +4,15 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from annotation.demo import demo_labelled_study_load, demo_studies_load
+from annotation.demo import (
+    IMAGE_STUDY,
+    demo_image_study_load,
+    demo_labelled_study_load,
+    demo_studies_load,
+)
 from benchmark.corpus.images import FolderSource
 from benchmark.corpus.importer import corpus_import
-from benchmark.evaluation.demo_run import demo_run_load
+from benchmark.evaluation.demo_run import demo_image_run_load, demo_run_load
 from benchmark.models import JudgeDisagreement, ModelEndpoint
 from benchmark.providers.replay import REPLAY
 from core.roles import ANNOTATOR, RESEARCHER
@@ -37,9 +42,11 @@ DEMO_ENDPOINTS = (
 class Command(BaseCommand):
     help = (
         "Load the hand-written demo corpus, replay endpoints for the demo models and judges, "
-        "the demo run (their recorded replies and verdicts), demo logins (admin, researcher, "
-        "two annotators), one demo study of each kind for the annotators and a closed failure-mode "
-        "study answered by two demo raters (recorded labels; no logins). Safe to run again."
+        "the demo run (their recorded replies and verdicts), the multimodal demo (dialogues "
+        "whose turns carry photos, and a run of their recorded replies), demo logins (admin, "
+        "researcher, two annotators), one demo study of each kind for the annotators (and a "
+        "direct rating of the photo replies) and a closed failure-mode study answered by two "
+        "demo raters (recorded labels; no logins). Safe to run again."
     )
 
     def add_arguments(self, parser):
@@ -77,6 +84,8 @@ class Command(BaseCommand):
             )
         for line in summary.lines_of_text():
             self.stdout.write(line)
+        image_run = demo_image_run_load()
+        self.stdout.write(f"Demo run {image_run.pk} (photos): {image_run.units.count()} replies")
         if no_users:
             return
         self.stdout.write("Demo logins (local trial only):")
@@ -101,6 +110,11 @@ class Command(BaseCommand):
         labelled = demo_labelled_study_load(run=run, created_by=users["researcher"])
         if labelled:
             created.append(labelled)
+        annotators = [users["annotator1"], users["annotator2"]]
+        if demo_image_study_load(
+            image_run=image_run, annotators=annotators, created_by=users["researcher"]
+        ):
+            created.append(IMAGE_STUDY)
         self.stdout.write(f"Demo studies: {len(created)} created" + (": " if created else ""))
         for name in created:
             self.stdout.write(f"  {name}")

@@ -127,9 +127,10 @@ def test_the_corpus_export_writes_the_intervention_trigger_back_unchanged():
     record = _record()
     corpus_import(stream=stream(jsonl_bytes([record])))
 
-    exported = dialogue_to_record(Dialogue.objects.get(), official_only=True)
+    exported = dialogue_to_record(Dialogue.objects.get())
 
     assert exported["trigger_points"] == record["trigger_points"]
+    assert exported["turn_records"] == record["turn_records"]
 
 
 def test_an_intervention_trigger_is_run_judged_and_ranked_like_the_others(replayed):
