@@ -482,6 +482,18 @@ class _Curation:
             Exchange(user=user_message, assistant=reply, images=self.spec.turn_images.get(turn, ()))
         )
 
+    def _turn_images(self) -> dict:
+        """``turn_images`` for the turns the dialogue reached, inline (the importer checks them
+        again and finds their files already stored: content-addressed); no key without any, so
+        a text-only scenario's record is what it always was."""
+        reached = len(self.turn_records)
+        images = {
+            str(turn): [embedded_part(image) for image in parts]
+            for turn, parts in sorted(self.spec.turn_images.items())
+            if parts and turn <= reached
+        }
+        return {"turn_images": images} if images else {}
+
     def _release_record(self) -> dict:
         spec = self.spec
         # Anchor keys follow disclosure order (A1 is the first fact the user let slip), as in
@@ -523,13 +535,7 @@ class _Curation:
                 "trigger_anchors": {
                     str(t.turn): [keys[index] for index in t.anchors] for t in self.triggers
                 },
-                # The images of the turns the dialogue reached, inline: the importer checks
-                # them again and finds their files already stored (content-addressed).
-                "turn_images": {
-                    str(turn): [embedded_part(image) for image in images]
-                    for turn, images in sorted(spec.turn_images.items())
-                    if images and turn <= len(self.turn_records)
-                },
+                **self._turn_images(),
                 "status": DialogueStatus.DRAFT.value,
                 "provenance": {
                     "curation_model": planner_model,
