@@ -9,6 +9,7 @@ from benchmark.corpus.images import (
     ImageStore,
     check_image,
     max_bytes,
+    max_per_turn,
     too_large,
 )
 from benchmark.models import (
@@ -119,3 +120,26 @@ class ScenarioTurnImageForm(forms.ModelForm):
             instance.height = checked.image.height
             instance.byte_size = checked.image.byte_size
         return super().save(commit=commit)
+
+
+class ScenarioTurnImageFormSet(forms.BaseInlineFormSet):
+    """A scenario's images together: no turn carries more than PROACTBENCH_IMAGE_MAX_PER_TURN
+    (the cap a curated dialogue's turn is checked against when it is saved)."""
+
+    def clean(self) -> None:
+        super().clean()
+        per_turn: dict[int, int] = {}
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None)
+            if not data or data.get("DELETE") or data.get("turn") is None:
+                continue
+            per_turn[data["turn"]] = per_turn.get(data["turn"], 0) + 1
+        over = {turn: count for turn, count in sorted(per_turn.items()) if count > max_per_turn()}
+        if over:
+            raise forms.ValidationError(
+                "; ".join(
+                    f"turn {turn} has {count} images, more than {max_per_turn()} "
+                    "(PROACTBENCH_IMAGE_MAX_PER_TURN)"
+                    for turn, count in over.items()
+                )
+            )

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from benchmark.corpus.images import ImageSource, NoSource, ZipSource
 from benchmark.corpus.importer import CorpusError, CorpusImportError, corpus_import
-from benchmark.forms import CorpusUploadForm, ScenarioTurnImageForm
+from benchmark.forms import CorpusUploadForm, ScenarioTurnImageForm, ScenarioTurnImageFormSet
 from benchmark.models import (
     Anchor,
     Blueprint,
@@ -77,6 +77,7 @@ class ScenarioTurnImageInline(admin.StackedInline):
 
     model = ScenarioTurnImage
     form = ScenarioTurnImageForm
+    formset = ScenarioTurnImageFormSet
     extra = 0
     readonly_fields = ("stored",)
     fields = ("turn", "upload", "stored", "description", "alt", "problem", "intervention")

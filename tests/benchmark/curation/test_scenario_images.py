@@ -295,3 +295,30 @@ def test_the_scenario_admin_is_closed_to_non_staff(client_for, researcher):
 
     assert response.status_code == 302
     assert "/login/" in response["Location"]
+
+
+def test_the_scenario_admin_refuses_more_images_on_a_turn_than_the_cap(
+    client_for, admin_user, settings
+):
+    settings.PROACTBENCH_IMAGE_MAX_PER_TURN = 1
+    scenario = scripted.make_scenario()
+    form = _change_form(
+        scenario, turn="3", upload=SimpleUploadedFile("a.png", image_bytes()), description="one"
+    )
+    form.update(
+        {
+            "turn_images-TOTAL_FORMS": "2",
+            "turn_images-1-turn": "3",
+            "turn_images-1-upload": SimpleUploadedFile("b.png", image_bytes()),
+            "turn_images-1-description": "two",
+        }
+    )
+    url = reverse("admin:benchmark_scenario_change", args=[scenario.id])
+
+    response = client_for(admin_user).post(url, form)
+
+    assert response.status_code == 200
+    assert "turn 3 has 2 images, more than 1 (PROACTBENCH_IMAGE_MAX_PER_TURN)" in (
+        response.content.decode()
+    )
+    assert not ScenarioTurnImage.objects.exists()
