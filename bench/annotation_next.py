@@ -23,7 +23,6 @@ import os
 import random
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,74 +35,27 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from listening import wait_for_port  # noqa: E402
+from _workers import (  # noqa: E402
+    children_rss_mb,
+    cpu_seconds_of,
+    free_port,
+    recreate_database,
+    start_gunicorn,
+)
 from machine import speed_probe  # noqa: E402
 
 TOKEN = re.compile(r'data-item="([^"]*)"')
 KEY = re.compile(r'name="idempotency_key" value="([^"]+)"')
 
 
-def _recreate_database(url: str) -> None:
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _processes():
-    """(pid, ppid, command line, /proc/PID/stat fields after the name) of every process."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        yield int(entry), int(fields[1]), command, fields
-
-
-def _cpu_seconds(match) -> float:
-    """User + system CPU so far of the processes ``match(pid, ppid, cmdline)`` accepts."""
-    return sum(
-        (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-        for pid, ppid, command, fields in _processes()
-        if match(pid, ppid, command)
-    )
-
-
 def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
     """CPU seconds so far: the web workers, the database's server processes for the bench
     database, and this process (the simulated annotators)."""
     return {
-        "web": _cpu_seconds(lambda pid, ppid, cmd: ppid == server_pid),
-        "database": _cpu_seconds(lambda pid, ppid, cmd: f" {database} " in f"{cmd} "),
+        "web": cpu_seconds_of(lambda pid, ppid, cmd: ppid == server_pid),
+        "database": cpu_seconds_of(lambda pid, ppid, cmd: f" {database} " in f"{cmd} "),
         "client": time.process_time(),
     }
-
-
-def _web_rss_mb(server_pid: int) -> dict[int, float]:
-    """Resident memory (MB) of each gunicorn worker (the server's children)."""
-    page_mb = os.sysconf("SC_PAGE_SIZE") / 2**20
-    return {
-        pid: int(fields[21]) * page_mb
-        for pid, ppid, _, fields in _processes()
-        if ppid == server_pid
-    }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _prepare(args) -> tuple[int, list[str], int]:
@@ -207,36 +159,6 @@ def _prepare(args) -> tuple[int, list[str], int]:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")  # fresh tables: give the planner real row counts
     return study.pk, sessions, study.items.count()
-
-
-def _start_gunicorn(args, env: dict, port: int) -> subprocess.Popen:
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "proactweb.wsgi:application",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(args.workers),
-            "--worker-class",
-            "gthread",
-            "--threads",
-            str(args.threads),
-            "--log-level",
-            "warning",
-            # As in production (docker-compose.yml): the app, URLconf included, is loaded once
-            # before the fork, so no worker's first request pays for importing it.
-            "--preload",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    if wait_for_port(port):
-        return server
-    server.kill()
-    sys.exit("gunicorn did not start")
 
 
 class Think:
@@ -389,7 +311,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    _recreate_database(args.database_url)
+    recreate_database(args.database_url)
     env = {
         **os.environ,
         "DATABASE_URL": args.database_url,
@@ -411,8 +333,8 @@ def main() -> None:
     with open("/proc/loadavg") as loadavg:
         load_before = " ".join(loadavg.read().split()[:3])
     probe = speed_probe()
-    port = _free_port()
-    server = _start_gunicorn(args, env, port)
+    port = free_port()
+    server = start_gunicorn(args, env, port)
     tally = Tally()
     try:
         started = time.monotonic()
@@ -445,7 +367,7 @@ def main() -> None:
             # Web workers' memory: once warm, then every tenth of the run, and at the end.
             step = args.duration / 10
             for n in range(11):
-                rss_samples.append((n * step, _web_rss_mb(server.pid)))
+                rss_samples.append((n * step, children_rss_mb(server.pid)))
                 if n < 10:
                     await asyncio.sleep(step)
 

@@ -20,6 +20,7 @@ Ends with a RESULT line.
 """
 
 import argparse
+import atexit
 import functools
 import os
 import shutil
@@ -33,7 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pipeline import _ensure_database  # noqa: E402  (one way to make the scratch database)
+from _workers import (  # noqa: E402  (after the path is set)
+    ensure_database,
+    fresh_corpus,
+    setup_django,
+    start_fake_server,
+    wait_for_workers,
+)
 
 KEY_ENV = "FAULT_CAMPAIGN_ANTHROPIC_API_KEY"
 
@@ -45,6 +52,20 @@ class RedisServer:
         self.port, self.folder, self.process = port, folder, None
 
     def start(self) -> "RedisServer":
+        import redis
+
+        # The campaign restarts this server, so it must be ours: a server left on the port by an
+        # earlier campaign that failed during setup would answer the pings below while ours
+        # exits with "Address already in use", and every "restart" would then do nothing.
+        try:
+            redis.Redis(port=self.port, socket_connect_timeout=1).ping()
+        except redis.ConnectionError:
+            pass
+        else:
+            sys.exit(
+                f"a Redis server already answers on port {self.port}: stop it (an earlier "
+                "campaign's?) or pass another --redis-port"
+            )
         self.process = subprocess.Popen(
             [
                 shutil.which("redis-server") or "redis-server",
@@ -66,11 +87,14 @@ class RedisServer:
                 "local",
             ]
         )
-        import redis
-
         client = redis.Redis(port=self.port)
         deadline = time.monotonic() + 20
         while True:
+            if self.process.poll() is not None:
+                sys.exit(
+                    f"redis-server on port {self.port} exited with {self.process.returncode}; "
+                    f"see {self.folder / 'redis.log'}"
+                )
             try:
                 client.ping()
                 return self
@@ -92,40 +116,26 @@ class RedisServer:
 
 
 def _start_fake_server(args, seed: int) -> tuple[subprocess.Popen, str]:
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.fakes.vendor_server",
-            "--reply",
-            "bench",
-            "--latency-ms",
-            str(args.latency_ms),
-            "--rate-429",
-            "0.20",
-            "--retry-after-s",
-            "1",
-            "--rate-500",
-            "0.05",
-            "--rate-timeout",
-            "0.02",
-            "--timeout-delay-ms",
-            str(args.timeout_s * 1000 * 3),
-            "--rate-malformed-judge",
-            "0.05",
-            "--rate-absent-evidence",
-            "0.02",
-            "--seed",
-            str(seed),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+    """A fake vendor server injecting the campaign's faults (seeded)."""
+    return start_fake_server(
+        args.latency_ms,
+        "--rate-429",
+        "0.20",
+        "--retry-after-s",
+        "1",
+        "--rate-500",
+        "0.05",
+        "--rate-timeout",
+        "0.02",
+        "--timeout-delay-ms",
+        str(args.timeout_s * 1000 * 3),
+        "--rate-malformed-judge",
+        "0.05",
+        "--rate-absent-evidence",
+        "0.02",
+        "--seed",
+        str(seed),
     )
-    line = server.stdout.readline()
-    if "listening on" not in line:
-        sys.exit(f"fake server did not start: {line!r}")
-    return server, line.strip().rsplit(" ", 1)[1]
 
 
 def main() -> None:
@@ -156,8 +166,10 @@ def main() -> None:
 
     redis_dir = Path(tempfile.mkdtemp(prefix="fault-campaign-redis-"))
     redis_server = RedisServer(args.redis_port, redis_dir).start()
+    # Stopped on any way out, a failure during the set-up below included (stop is idempotent).
+    atexit.register(redis_server.stop)
     redis_url = f"redis://127.0.0.1:{args.redis_port}/0"
-    _ensure_database(args.database_url)
+    ensure_database(args.database_url)
     env = {
         **os.environ,
         "DATABASE_URL": args.database_url,
@@ -168,44 +180,17 @@ def main() -> None:
         "EVAL_SWEEP_INTERVAL_S": str(args.sweep_s),
         KEY_ENV: "sk-ant-fault-campaign-key",
     }
-    os.environ.update(env)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proactweb.settings")
-    django.setup()
-    from corpus_import import generate_corpus
+    setup_django(env)
     from django.db import connection
 
     import benchmark.tasks  # noqa: F401
-    from benchmark.corpus.importer import corpus_import
     from benchmark.evaluation import inflight, runs
-    from benchmark.models import (
-        Blueprint,
-        CallInFlight,
-        Dialogue,
-        EvaluationRun,
-        ModelEndpoint,
-        ModelPrice,
-        Persona,
-        ResponseCacheEntry,
-        Scenario,
-    )
+    from benchmark.models import Dialogue, EvaluationRun, ModelEndpoint, ModelPrice
     from proactweb.celery import app as celery_app
     from tests import fault_campaign as campaign
 
-    EvaluationRun.objects.all().delete()
-    ResponseCacheEntry.objects.all().delete()
-    CallInFlight.objects.all().delete()
-    for model in (Dialogue, Blueprint, Scenario, Persona):
-        model.objects.all().delete()
-    ModelEndpoint.objects.filter(name__startswith="faults-").delete()
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "corpus.jsonl"
-        generate_corpus(corpus)
-        with corpus.open("rb") as stream:
-            corpus_import(stream=stream)
+    # Its own Redis server has just started empty: nothing to flush.
+    fresh_corpus(redis_url=None, endpoint_prefix="faults-")
 
     model_server, model_url = _start_fake_server(args, args.seed)
     judge_server, judge_url = _start_fake_server(args, args.seed + 1)
@@ -251,10 +236,7 @@ def main() -> None:
         )
         EvaluationRun.objects.filter(pk=run.pk).update(lease_seconds=args.lease_s)
         workers.start()
-        deadline = time.monotonic() + 60
-        while len(celery_app.control.ping(timeout=1.0)) < args.workers:
-            if time.monotonic() > deadline:
-                sys.exit("workers did not start")
+        wait_for_workers(celery_app, args.workers)
         settings_dict = dict(connection.settings_dict)
         plan = [
             campaign.Fault(0.10, "kill -9 worker (1/3)", workers.kill_one),

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,13 +35,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from _workers import free_port  # noqa: E402  (after the path is set)
+
 TIMEOUT_S = 900
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _copy_tracked(root: Path, destination: Path) -> None:
@@ -86,7 +82,7 @@ def main() -> None:
     ) as tmp:
         checkout = Path(tmp) / "checkout"
         _copy_tracked(args.source, checkout)
-        port = _free_port()
+        port = free_port()
         env = {
             key: value
             for key, value in os.environ.items()

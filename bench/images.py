@@ -39,14 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from annotation_next import (  # noqa: E402
-    Think,
-    _cpu_snapshot,
-    _free_port,
-    _pct,
-    _recreate_database,
-    _start_gunicorn,
-)
+from _workers import free_port, recreate_database, start_gunicorn  # noqa: E402
+from annotation_next import Think, _cpu_snapshot, _pct  # noqa: E402
 
 IMAGES_PER_DIALOGUE = 5
 SIDE = 256  # 256 × 256 RGB noise: ~197 KB as PNG
@@ -128,7 +122,7 @@ def _import_child(path: str, var_dir: str) -> None:
 def measure_import(path: Path, env: dict) -> dict:
     with tempfile.TemporaryDirectory() as var_dir:
         if "DATABASE_URL" in env:
-            _recreate_database(env["DATABASE_URL"])
+            recreate_database(env["DATABASE_URL"])
         result = subprocess.run(
             [sys.executable, __file__, "--child-import", str(path), var_dir],
             cwd=ROOT,
@@ -281,7 +275,7 @@ async def _annotator(base, page, session, deadline, think, latency, errors, warm
 
 
 def measure_serving(args, folder: Path) -> dict:
-    _recreate_database(args.database_url)
+    recreate_database(args.database_url)
     var_dir = tempfile.mkdtemp(prefix="bench-images-var-")
     env = {
         **os.environ,
@@ -300,8 +294,8 @@ def measure_serving(args, folder: Path) -> dict:
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     held = _prepare_serving(args.annotators, folder)
-    port = _free_port()
-    server = _start_gunicorn(args, env, port)
+    port = free_port()
+    server = start_gunicorn(args, env, port)
     latency: dict[str, list[float]] = {"page": [], "image": []}
     errors: list[str] = []
     try:

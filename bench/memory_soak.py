@@ -15,9 +15,7 @@ line.
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,17 +23,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pipeline import _ensure_database, _peak_rss_mb, _start_fake_server, _start_workers  # noqa: E402
+from _workers import (  # noqa: E402  (after the path is set)
+    ensure_database,
+    fresh_corpus,
+    peak_rss_mb,
+    rss_mb,
+    setup_django,
+    start_fake_server,
+    start_workers,
+    stop,
+    wait_for_workers,
+)
 
 MARKS = (0.05, 0.25, 0.5, 0.75, 1.0)
-
-
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def main() -> None:
@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     queue = "bench-soak"
 
-    _ensure_database(args.database_url)
+    ensure_database(args.database_url)
     env = {
         **os.environ,
         "DATABASE_URL": args.database_url,
@@ -62,49 +62,18 @@ def main() -> None:
         "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
         "EVAL_BATCH_SIZE": str(args.batch_size),
     }
-    os.environ.update(env)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proactweb.settings")
-    django.setup()
-    import redis
-    from corpus_import import generate_corpus
+    setup_django(env)
     from django.db.models import Count
 
     import benchmark.tasks  # noqa: F401
-    from benchmark.corpus.importer import corpus_import
     from benchmark.evaluation import runs
-    from benchmark.models import (
-        Blueprint,
-        CallInFlight,
-        Dialogue,
-        EvaluationRun,
-        EvaluationUnit,
-        ModelEndpoint,
-        Persona,
-        ProviderCall,
-        ResponseCacheEntry,
-        Scenario,
-    )
+    from benchmark.models import Dialogue, EvaluationUnit, ModelEndpoint, ProviderCall
     from proactweb.celery import app as celery_app
 
-    redis.Redis.from_url(args.redis_url).flushdb()
-    EvaluationRun.objects.all().delete()
-    ResponseCacheEntry.objects.all().delete()
-    CallInFlight.objects.all().delete()
-    for model in (Dialogue, Blueprint, Scenario, Persona):
-        model.objects.all().delete()
-    ModelEndpoint.objects.filter(name__startswith="bench-").delete()
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "corpus.jsonl"
-        generate_corpus(corpus)
-        with corpus.open("rb") as stream:
-            corpus_import(stream=stream)
+    fresh_corpus(redis_url=args.redis_url)
 
-    server, base_url = _start_fake_server(args.latency_ms)
-    workers = _start_workers(args.workers, args.threads, queue, env)
+    server, base_url = start_fake_server(args.latency_ms)
+    workers = start_workers(args.workers, args.threads, queue, env)
     samples: list[tuple[float, float, list[float]]] = []  # (share finished, seconds, RSS each)
     try:
         endpoints = [
@@ -132,11 +101,8 @@ def main() -> None:
             dialogues=Dialogue.objects.all(),
         )
         celery_app.conf.task_default_queue = queue
-        deadline = time.monotonic() + 60
-        while len(celery_app.control.ping(timeout=1.0)) < args.workers:
-            if time.monotonic() > deadline:
-                sys.exit("workers did not start")
-        rss_idle = [_rss_mb(w.pid) for w in workers]
+        wait_for_workers(celery_app, args.workers)
+        rss_idle = [rss_mb(w.pid) for w in workers]
         started = time.monotonic()
         runs.run_launch(run_id=run.pk)
         marks = list(MARKS)
@@ -148,20 +114,16 @@ def main() -> None:
             share = (states.get("done", 0) + states.get("error", 0)) / total
             while marks and share >= marks[0]:
                 samples.append(
-                    (marks.pop(0), time.monotonic() - started, [_rss_mb(w.pid) for w in workers])
+                    (marks.pop(0), time.monotonic() - started, [rss_mb(w.pid) for w in workers])
                 )
             time.sleep(0.5)
         wall = time.monotonic() - started
-        peak = [_peak_rss_mb(w.pid) for w in workers]
+        peak = [peak_rss_mb(w.pid) for w in workers]
         calls = ProviderCall.objects.filter(run=run, ok=True).count()
         units = EvaluationUnit.objects.filter(run=run).count()
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.wait(timeout=60)
-        server.terminate()
-        server.wait(timeout=30)
+        stop(workers)
+        stop([server], timeout=30)
 
     print(
         f"{'finished':>9} {'seconds':>8} "

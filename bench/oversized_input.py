@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from listening import wait_for_port  # noqa: E402
+from _workers import free_port, wait_for_port  # noqa: E402
 from machine import speed_probe  # noqa: E402
 
 DEMO = ROOT / "benchmark" / "demo_data" / "dialogues.jsonl"
@@ -178,12 +177,6 @@ def refused_at(output: str) -> str:
 # --- The admin upload -------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _status_kb(pid: int, field: str) -> int:
     for row in Path(f"/proc/{pid}/status").read_text().splitlines():
         if row.startswith(field + ":"):
@@ -227,7 +220,7 @@ class AdminUpload:
     PATH = "/admin/benchmark/dialogue/import/"
 
     def __init__(self, env: dict, session: str):
-        self.port = _free_port()
+        self.port = free_port()
         self.session = session
         self.server = subprocess.Popen(
             [

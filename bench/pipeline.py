@@ -24,7 +24,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections import Counter
@@ -34,82 +33,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from core.processes import celery_worker_argv  # noqa: E402  (after the path is set)
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
-    return (utime + stime + cutime + cstime) / CLOCK_TICKS
-
-
-def _peak_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _ensure_database(url: str) -> None:
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def _start_fake_server(latency_ms: float, *options: str) -> tuple[subprocess.Popen, str]:
-    """The fake vendor server in a process of its own; ``options``: more of its command-line
-    options (e.g. rate limits, bench/ratelimit.py)."""
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.fakes.vendor_server",
-            "--latency-ms",
-            str(latency_ms),
-            "--reply",
-            "bench",
-            *options,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    line = server.stdout.readline()
-    if "listening on" not in line:
-        sys.exit(f"fake server did not start: {line!r}")
-    return server, line.strip().rsplit(" ", 1)[1]
-
-
-def _start_workers(n: int, threads: int, queue: str, env: dict) -> list[subprocess.Popen]:
-    return [
-        subprocess.Popen(
-            [
-                *celery_worker_argv(),
-                "--pool=threads",
-                f"--concurrency={threads}",
-                "-Q",
-                queue,
-                "-n",
-                f"bench{i}@%h",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel=WARNING",
-            ],
-            cwd=ROOT,
-            env=env,
-        )
-        for i in range(n)
-    ]
+from _workers import (  # noqa: E402  (after the path is set)
+    cpu_seconds,
+    ensure_database,
+    fresh_corpus,
+    peak_rss_mb,
+    setup_django,
+    start_fake_server,
+    start_workers,
+    wait_for_run,
+    wait_for_workers,
+)
 
 
 def _start_profilers(directory: str | None, workers: list[subprocess.Popen]) -> list:
@@ -206,7 +140,7 @@ def main() -> None:
     concurrency = args.workers * args.in_flight
     queue = "bench-pipeline"
 
-    _ensure_database(args.database_url)
+    ensure_database(args.database_url)
     env = {
         **os.environ,
         "DATABASE_URL": args.database_url,
@@ -215,50 +149,19 @@ def main() -> None:
         "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
         "EVAL_BATCH_SIZE": str(args.batch_size),
     }
-    os.environ.update(env)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proactweb.settings")
-    django.setup()
-    import redis
-    from corpus_import import generate_corpus
+    setup_django(env)
     from django.db.models import Avg, Max
 
     import benchmark.tasks  # noqa: F401  (imported already in a worker that launches a run)
-    from benchmark.corpus.importer import corpus_import
     from benchmark.evaluation import runs
-    from benchmark.models import (
-        AuditVia,
-        Blueprint,
-        CallInFlight,
-        Dialogue,
-        EvaluationRun,
-        ModelEndpoint,
-        Persona,
-        ProviderCall,
-        ResponseCacheEntry,
-        Scenario,
-    )
+    from benchmark.models import AuditVia, Dialogue, ModelEndpoint, ProviderCall
     from proactweb.celery import app as celery_app
 
     # A clean slate: no cache hits, no leftover messages.
-    redis.Redis.from_url(args.redis_url).flushdb()
-    EvaluationRun.objects.all().delete()
-    ResponseCacheEntry.objects.all().delete()
-    CallInFlight.objects.all().delete()
-    for model in (Dialogue, Blueprint, Scenario, Persona):
-        model.objects.all().delete()
-    ModelEndpoint.objects.filter(name__startswith="bench-").delete()
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "corpus.jsonl"
-        generate_corpus(corpus)
-        with corpus.open("rb") as stream:
-            summary = corpus_import(stream=stream)
+    summary = fresh_corpus(redis_url=args.redis_url)
 
-    server, base_url = _start_fake_server(args.latency_ms)
-    workers = _start_workers(args.workers, args.threads, queue, env)
+    server, base_url = start_fake_server(args.latency_ms)
+    workers = start_workers(args.workers, args.threads, queue, env)
     try:
         endpoints = [
             ModelEndpoint.objects.create(
@@ -285,21 +188,14 @@ def main() -> None:
             dialogues=Dialogue.objects.all(),
         )
         celery_app.conf.task_default_queue = queue
-        deadline = time.monotonic() + 60
-        while len(celery_app.control.ping(timeout=1.0)) < args.workers:
-            if time.monotonic() > deadline:
-                sys.exit("workers did not start")
-        cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
-        server_cpu_before = _cpu_seconds(server.pid)
+        wait_for_workers(celery_app, args.workers)
+        cpu_before = sum(cpu_seconds(w.pid) for w in workers)
+        server_cpu_before = cpu_seconds(server.pid)
         profilers = [] if args.rejudge else _start_profilers(args.profile, workers)
         started = time.perf_counter()
         runs.run_launch(run_id=run.pk)
         enqueued_s = time.perf_counter() - started
-        while True:
-            run.refresh_from_db()
-            if run.status in ("done", "failed", "cancelled"):
-                break
-            time.sleep(0.25)
+        wait_for_run(run)
         calls_before = 0
         if args.rejudge:
             new_judges = [
@@ -313,27 +209,23 @@ def main() -> None:
                 for i in range(args.rejudge)
             ]
             calls_before = ProviderCall.objects.filter(run=run, ok=True).count()
-            cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
-            server_cpu_before = _cpu_seconds(server.pid)
+            cpu_before = sum(cpu_seconds(w.pid) for w in workers)
+            server_cpu_before = cpu_seconds(server.pid)
             profilers = _start_profilers(args.profile, workers)
             started = time.perf_counter()
             runs.run_rejudge(
                 run_id=run.pk, judges=new_judges, via=AuditVia.COMMAND, actor_name="bench"
             )
             enqueued_s = time.perf_counter() - started
-            while True:
-                run.refresh_from_db()
-                if run.status in ("done", "failed", "cancelled"):
-                    break
-                time.sleep(0.25)
+            wait_for_run(run)
         wall = time.perf_counter() - started
         _stop_profilers(profilers)
-        cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
-        server_cpu = _cpu_seconds(server.pid) - server_cpu_before
+        cpu = sum(cpu_seconds(w.pid) for w in workers) - cpu_before
+        server_cpu = cpu_seconds(server.pid) - server_cpu_before
         latency = ProviderCall.objects.filter(run=run, ok=True).aggregate(
             mean=Avg("latency_s"), worst=Max("latency_s")
         )
-        peak = max(_peak_rss_mb(w.pid) for w in workers)
+        peak = max(peak_rss_mb(w.pid) for w in workers)
         calls = ProviderCall.objects.filter(run=run, ok=True).count() - calls_before
         reply_calls = ProviderCall.objects.filter(run=run, ok=True, purpose="reply").count()
         failed_calls = ProviderCall.objects.filter(run=run, ok=False).count()

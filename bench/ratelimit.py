@@ -29,7 +29,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -38,10 +37,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from pipeline import (  # noqa: E402  (after the path is set)
-    _ensure_database,
-    _start_fake_server,
-    _start_workers,
+from _workers import (  # noqa: E402  (after the path is set)
+    ensure_database,
+    fresh_corpus,
+    setup_django,
+    start_fake_server,
+    start_workers,
+    stop,
+    wait_for_run,
+    wait_for_workers,
 )
 
 VENDORS = {
@@ -116,7 +120,7 @@ def main() -> None:
         if not configs:
             sys.exit(f"--only: no such configuration among {VENDORS} x {MODES}")
 
-    _ensure_database(args.database_url)
+    ensure_database(args.database_url)
     env = {
         **os.environ,
         "DATABASE_URL": args.database_url,
@@ -126,58 +130,24 @@ def main() -> None:
         "EVAL_BATCH_SIZE": str(args.batch_size),
         "BENCH_ANTHROPIC_API_KEY": "bench-key",
     }
-    os.environ.update(env)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proactweb.settings")
-    django.setup()
-    import redis
-    from corpus_import import generate_corpus
-
+    setup_django(env)
     import benchmark.tasks  # noqa: F401  (imported already in a worker that launches a run)
-    from benchmark.corpus.importer import corpus_import
     from benchmark.evaluation import runs
-    from benchmark.models import (
-        Blueprint,
-        CallInFlight,
-        Dialogue,
-        EvaluationRun,
-        ModelEndpoint,
-        Persona,
-        ProviderCall,
-        ResponseCacheEntry,
-        Scenario,
-    )
+    from benchmark.models import Dialogue, ModelEndpoint, ProviderCall
     from proactweb.celery import app as celery_app
 
-    redis.Redis.from_url(args.redis_url).flushdb()
-    EvaluationRun.objects.all().delete()
-    ResponseCacheEntry.objects.all().delete()
-    CallInFlight.objects.all().delete()
-    for model in (Dialogue, Blueprint, Scenario, Persona):
-        model.objects.all().delete()
-    ModelEndpoint.objects.filter(name__startswith="bench-").delete()
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "corpus.jsonl"
-        generate_corpus(corpus)
-        with corpus.open("rb") as stream:
-            summary = corpus_import(stream=stream)
+    summary = fresh_corpus(redis_url=args.redis_url)
 
     queue = "bench-ratelimit"
-    workers = _start_workers(args.workers, args.threads, queue, env)
+    workers = start_workers(args.workers, args.threads, queue, env)
     results = []
     try:
         celery_app.conf.task_default_queue = queue
-        deadline = time.monotonic() + 60
-        while len(celery_app.control.ping(timeout=1.0)) < args.workers:
-            if time.monotonic() > deadline:
-                sys.exit("workers did not start")
+        wait_for_workers(celery_app, args.workers)
         for vendor, mode in configs:
             provider, key_env, suffix = VENDORS[vendor]
             names = [f"bench-rl-{vendor}-{mode}-{i}" for i in range(args.models)]
-            server, base_url = _start_fake_server(
+            server, base_url = start_fake_server(
                 args.latency_ms, "--rpm", str(args.rpm), "--limit-models", ",".join(names)
             )
             try:
@@ -209,19 +179,14 @@ def main() -> None:
                 )
                 started = time.perf_counter()
                 runs.run_launch(run_id=run.pk)
-                while True:
-                    run.refresh_from_db()
-                    if run.status in ("done", "failed", "cancelled"):
-                        break
-                    time.sleep(0.25)
+                wait_for_run(run)
                 wall = time.perf_counter() - started
                 stats = _json(f"{base_url}/_fake/stats")
                 figures = _shares(_json(f"{base_url}/_fake/log"), set(names), args.rpm)
                 failed = ProviderCall.objects.filter(run=run, ok=False).count()
                 progress = runs.run_progress(run=run)
             finally:
-                server.terminate()
-                server.wait(timeout=30)
+                stop([server], timeout=30)
             results.append(
                 {
                     "vendor": vendor,
@@ -241,10 +206,7 @@ def main() -> None:
                 flush=True,
             )
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.wait(timeout=60)
+        stop(workers)
     peer = _run_peer(args, summary.triggers) if args.inspect_python else None
 
     load = os.getloadavg()
@@ -300,7 +262,7 @@ def _run_peer(args, triggers: int) -> dict:
     """inspect_ai against a server limited as above, on one model with as many calls as each
     of our limited models made (the triggers)."""
     model = "bench-rl-peer"
-    server, base_url = _start_fake_server(
+    server, base_url = start_fake_server(
         args.latency_ms, "--rpm", str(args.rpm), "--limit-models", model
     )
     try:
@@ -323,8 +285,7 @@ def _run_peer(args, triggers: int) -> dict:
         stats = _json(f"{base_url}/_fake/stats")
         figures = _shares(_json(f"{base_url}/_fake/log"), {model}, args.rpm)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop([server], timeout=30)
     return {
         "samples": int(reported["samples"]),
         "errors": int(reported["errors"]),

@@ -10,6 +10,7 @@ BENCHMARKS = [
     "oversized_input.py",
     "pipeline.py",
     "ratelimit.py",
+    "hosts.py",
     "image_requests.py",
     "stats.py",
     "arena.py",

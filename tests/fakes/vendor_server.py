@@ -230,6 +230,10 @@ class RateLimits:
     rpm: int | None = None
     tpm: int | None = None
     models: frozenset[str] | None = None
+    start_empty: bool = False
+    """Buckets empty when the server starts, as if another client had just spent the minute's
+    budget (refilling from then on): a benchmark then sees the sustained rate at once instead
+    of a minute's burst first (bench/hosts.py)."""
 
     def applies_to(self, model: str) -> bool:
         return bool(self.rpm or self.tpm) and (self.models is None or model in self.models)
@@ -238,11 +242,18 @@ class RateLimits:
 class _Bucket:
     """One model's request and token buckets; used on the server's loop thread only."""
 
-    def __init__(self, limits: RateLimits, now: float) -> None:
+    def __init__(self, limits: RateLimits, now: float, *, emptied_at: float) -> None:
         self.rpm, self.tpm = limits.rpm, limits.tpm
-        self.requests = float(self.rpm or 0)
-        self.tokens = float(self.tpm or 0)
-        self.updated = now
+        if limits.start_empty:
+            # Empty at ``emptied_at`` (the server's start), not at the model's first request:
+            # a client that emptied its own bucket after the server started is never ahead.
+            self.requests = self.tokens = 0.0
+            self.updated = emptied_at
+            self.refill(now)
+        else:
+            self.requests = float(self.rpm or 0)
+            self.tokens = float(self.tpm or 0)
+            self.updated = now
 
     def refill(self, now: float) -> None:
         elapsed = max(0.0, now - self.updated)
@@ -414,6 +425,7 @@ class FakeVendorServer:
         self.reply = reply
         self.rate_limits = rate_limits or RateLimits()
         self._buckets: dict[tuple[Api, str], _Bucket] = {}
+        self._started = time.monotonic()
         self.in_flight = 0
         self.max_in_flight = 0
         """The most requests held at once (arrived, response not yet written)."""
@@ -452,6 +464,7 @@ class FakeVendorServer:
         return self.base_url
 
     def start(self) -> Self:
+        self._started = time.monotonic()
         self._ready.clear()
         self._startup_error = None
         self._thread = threading.Thread(target=self._run_loop, name="fake-vendor", daemon=True)
@@ -649,7 +662,9 @@ class FakeVendorServer:
         now = time.monotonic()
         bucket = self._buckets.get((api, model))
         if bucket is None:
-            bucket = self._buckets[(api, model)] = _Bucket(self.rate_limits, now)
+            bucket = self._buckets[(api, model)] = _Bucket(
+                self.rate_limits, now, emptied_at=self._started
+            )
         return bucket, bucket.take(counted_tokens(api, body), now)
 
     async def _respond(
@@ -886,6 +901,11 @@ def main(argv: list[str] | None = None) -> None:
         help="comma-separated models the limits apply to (default: every model)",
     )
     parser.add_argument(
+        "--start-empty",
+        action="store_true",
+        help="the limits' buckets start empty (no minute's burst first), refilling from the start",
+    )
+    parser.add_argument(
         "--reply",
         choices=["echo", "bench"],
         default="echo",
@@ -913,6 +933,7 @@ def main(argv: list[str] | None = None) -> None:
             rpm=args.rpm,
             tpm=args.tpm,
             models=frozenset(args.limit_models.split(",")) if args.limit_models else None,
+            start_empty=args.start_empty,
         ),
         host=args.host,
         port=args.port,

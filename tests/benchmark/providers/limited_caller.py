@@ -1,6 +1,7 @@
 """A worker process for test_ratelimit_processes.py: ``--calls`` chat calls, ``--in-flight`` at
 once on one event loop, through the endpoint's provider (its limiter shared through
-``REDIS_URL``), then one line ``OK <succeeded> <failed>``.
+``REDIS_URL``), then one line ``OK <succeeded> <failed>``. ``--max-concurrency``: the
+endpoint's cap on calls in flight (its ``default_params``), shared the same way.
 
     python -m tests.benchmark.providers.limited_caller --provider openai-compatible \\
         --base-url http://127.0.0.1:8765/v1 --endpoint ep-1 --model m --calls 100
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--api-key-env", default="")
     parser.add_argument("--calls", type=int, required=True)
     parser.add_argument("--in-flight", type=int, default=16)
+    parser.add_argument("--max-concurrency", type=int, default=None)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proactweb.settings")
     import django
@@ -62,6 +64,7 @@ def main() -> None:
         model_name=args.model,
         base_url=args.base_url,
         api_key_env=args.api_key_env,
+        default_params=({"max_concurrency": args.max_concurrency} if args.max_concurrency else {}),
     )
     succeeded, failed = asyncio.run(
         _calls(provider_for(endpoint), args.model, args.calls, args.in_flight)

@@ -62,3 +62,46 @@ def test_two_processes_share_a_learnt_limit_with_few_429s(redis_client, api):
     # machine where one process can be scheduled late between a response and its learning,
     # a full CI run once saw 5: the bound is half the unshared floor.
     assert refused <= 10, f"{refused} of {len(log)} requests answered 429"
+
+
+def test_two_processes_never_hold_more_calls_than_the_shared_cap(redis_client):
+    """What bench/hosts.py relies on: separate processes (as on separate hosts), each wanting
+    more calls in flight than the endpoint's ``max_concurrency``, hold at most that many
+    between them at the server."""
+    endpoint = f"ep-{uuid.uuid4().hex[:12]}"
+    cap = 3
+    with FakeVendorServer(latency_s=0.3) as server:
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.benchmark.providers.limited_caller",
+            "--provider=openai-compatible",
+            f"--base-url={server.openai_base_url}",
+            f"--endpoint={endpoint}",
+            "--model=m",
+            "--calls=12",
+            "--in-flight=8",
+            f"--max-concurrency={cap}",
+        ]
+        env = {**os.environ, "REDIS_URL": REDIS_URL}
+        try:
+            workers = [
+                subprocess.Popen(
+                    argv,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,
+                )
+                for _ in range(2)
+            ]
+            outputs = [worker.communicate(timeout=120)[0] for worker in workers]
+        finally:
+            for key in redis_client.scan_iter(f"proactbench:limits:{endpoint}:*"):
+                redis_client.delete(key)
+        most_at_once = server.max_in_flight
+
+    assert [output.split()[-3:] for output in outputs] == [["OK", "12", "0"]] * 2
+    # Each process alone would hold 8; unshared caps would let 2 x 3 through.
+    assert most_at_once == cap

@@ -113,3 +113,13 @@ def test_the_server_records_its_most_requests_in_flight():
             thread.join(10)
         _openai(server)
         assert _stats(server)["max_in_flight"] == 3
+
+
+def test_buckets_that_start_empty_refill_from_the_servers_start_not_the_first_request():
+    with FakeVendorServer(rate_limits=RateLimits(rpm=60, start_empty=True)) as server:
+        time.sleep(1.5)  # one request's worth at 60/min (and a half), before any request
+        answers = [_openai(server) for _ in range(2)]
+    # Full at the start would admit both; empty from the first request would refuse both.
+    assert [status for status, _ in answers] == [200, 429]
+    assert answers[0][1]["x-ratelimit-remaining-requests"] == "0"
+    assert answers[1][1]["retry-after"] == "1"
