@@ -322,3 +322,21 @@ def test_the_scenario_admin_refuses_more_images_on_a_turn_than_the_cap(
         response.content.decode()
     )
     assert not ScenarioTurnImage.objects.exists()
+
+
+def test_a_change_without_a_new_file_keeps_the_stored_image(client_for, admin_user, scenario):
+    image = ScenarioTurnImage.objects.get(turn=2)
+    form = _change_form(scenario, id=image.id, turn="2", description="new")
+    form.update({"turn_images-0-scenario": scenario.id, "turn_images-INITIAL_FORMS": "1"})
+    url = reverse("admin:benchmark_scenario_change", args=[scenario.id])
+
+    response = client_for(admin_user).post(url, form)
+
+    assert response.status_code == 302, response.content.decode()
+    changed = ScenarioTurnImage.objects.get(id=image.id)
+    assert changed.description == "new"
+    assert (changed.file.name, changed.sha256, changed.byte_size) == (
+        image.file.name,
+        image.sha256,
+        image.byte_size,
+    )
