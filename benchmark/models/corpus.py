@@ -248,6 +248,66 @@ class TurnImage(models.Model):
         return display_name_of(self.file.name)
 
 
+class ScenarioTurnImage(models.Model):
+    """An image a scenario shows the assistant with one of its user turns, for curation: a
+    curated dialogue's turn carries it (a ``TurnImage`` naming the same stored file), and the
+    Planner is told its ``description`` — never the image — and, when ``problem`` is set,
+    that the turn may be an INTERVENTION trigger (benchmark/curation/agent_views.py).
+
+    The file is stored exactly as a turn image is (content-addressed, with its metadata-free
+    copy: benchmark/corpus/images.py), so a dialogue curated from it shares the file."""
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="turn_images")
+    turn = models.PositiveSmallIntegerField(
+        help_text="The user turn (1-based) whose message carries the image."
+    )
+    file = models.FileField(
+        storage=turn_image_storage,
+        max_length=120,
+        help_text="original/<sha256>.<ext> in the turn-image storage (content-addressed).",
+    )
+    sha256 = models.CharField(max_length=64, help_text="Hex SHA-256 of the file's bytes.")
+    media_type = models.CharField(max_length=20, help_text="image/png, image/jpeg, …")
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    byte_size = models.PositiveIntegerField(help_text="The file's size in bytes.")
+    alt = models.TextField(blank=True, help_text="Alt text (shown to people with the image).")
+    description = models.TextField(
+        help_text="What the image shows, as the Planner is told it (it never sees the image)."
+    )
+    problem = models.TextField(
+        blank=True,
+        help_text="Why the image is not enough for the task; empty when it suffices. An "
+        "insufficient image lets the Planner make its turn an INTERVENTION trigger.",
+    )
+    intervention = models.TextField(
+        blank=True,
+        help_text="The user's action that would fix the problem, e.g. 'retake the photo in "
+        "focus'. Required with a problem.",
+    )
+
+    class Meta:
+        # A turn's images go with its message in this order (the TurnImage positions).
+        ordering = ["scenario_id", "turn", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(turn__gte=1), name="scenario_image_turn_positive"),
+            # intervention_rubric() needs both the problem and its fix.
+            models.CheckConstraint(
+                condition=Q(problem="") | ~Q(intervention=""),
+                name="scenario_image_problem_has_intervention",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scenario} turn {self.turn} image"
+
+    def clean(self) -> None:
+        if self.problem.strip() and not self.intervention.strip():
+            raise ValidationError(
+                {"intervention": "Say what the user could do to fix the problem."}
+            )
+
+
 def display_name_of(original: str) -> str:
     """The name of an original's metadata-free copy (what is served) in the storage."""
     return "display/" + original.removeprefix("original/")
