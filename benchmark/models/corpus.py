@@ -211,16 +211,14 @@ def turn_image_storage() -> Storage:
     return storages["turn_images"]
 
 
-class TurnImage(models.Model):
-    """One image a user turn carries (multimodal turns), in corpus order.
+class StoredImageFile(models.Model):
+    """What every stored image row says of its file (one definition for turn images and
+    scenario images). The file is stored once per content: its name is the SHA-256 of its bytes
+    (``original/``, the bytes exactly as imported or uploaded, which an export gives back;
+    ``display/``, the same image re-encoded without metadata, which is what people are shown),
+    written through benchmark/corpus/images.py. Several rows may share one file, so a file
+    outlives the rows that name it (``prune_turn_images``)."""
 
-    The file is stored once per content: its name is the SHA-256 of its bytes (``original/``,
-    the bytes exactly as imported, which an export gives back; ``display/``, the same image
-    re-encoded without metadata, which is what people are shown). Several turns may share one
-    file, so a file outlives the rows that name it."""
-
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="images")
-    position = models.PositiveSmallIntegerField(help_text="0-based place among the turn's images.")
     file = models.FileField(
         storage=turn_image_storage,
         max_length=120,
@@ -231,6 +229,20 @@ class TurnImage(models.Model):
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()
     byte_size = models.PositiveIntegerField(help_text="The file's size in bytes.")
+
+    class Meta:
+        abstract = True
+
+    @property
+    def display_name(self) -> str:
+        return display_name_of(self.file.name)
+
+
+class TurnImage(StoredImageFile):
+    """One image a user turn carries (multimodal turns), in corpus order."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="images")
+    position = models.PositiveSmallIntegerField(help_text="0-based place among the turn's images.")
     alt = models.TextField(blank=True, help_text="The corpus's alt text (shown to people).")
 
     class Meta:
@@ -243,34 +255,17 @@ class TurnImage(models.Model):
     def __str__(self) -> str:
         return f"{self.turn} image {self.position}"
 
-    @property
-    def display_name(self) -> str:
-        return display_name_of(self.file.name)
 
-
-class ScenarioTurnImage(models.Model):
+class ScenarioTurnImage(StoredImageFile):
     """An image a scenario shows the assistant with one of its user turns, for curation: a
     curated dialogue's turn carries it (a ``TurnImage`` naming the same stored file), and the
     Planner is told its ``description`` — never the image — and, when ``problem`` is set,
-    that the turn may be an INTERVENTION trigger (benchmark/curation/agent_views.py).
-
-    The file is stored exactly as a turn image is (content-addressed, with its metadata-free
-    copy: benchmark/corpus/images.py), so a dialogue curated from it shares the file."""
+    that the turn may be an INTERVENTION trigger (benchmark/curation/agent_views.py)."""
 
     scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="turn_images")
     turn = models.PositiveSmallIntegerField(
         help_text="The user turn (1-based) whose message carries the image."
     )
-    file = models.FileField(
-        storage=turn_image_storage,
-        max_length=120,
-        help_text="original/<sha256>.<ext> in the turn-image storage (content-addressed).",
-    )
-    sha256 = models.CharField(max_length=64, help_text="Hex SHA-256 of the file's bytes.")
-    media_type = models.CharField(max_length=20, help_text="image/png, image/jpeg, …")
-    width = models.PositiveIntegerField()
-    height = models.PositiveIntegerField()
-    byte_size = models.PositiveIntegerField(help_text="The file's size in bytes.")
     alt = models.TextField(blank=True, help_text="Alt text (shown to people with the image).")
     description = models.TextField(
         help_text="What the image shows, as the Planner is told it (it never sees the image)."
