@@ -13,4 +13,5 @@ RUN SECRET_KEY=build-only python manage.py collectstatic --no-input -v0 \
     && chown proactweb /var/lib/proactweb
 USER proactweb
 EXPOSE 8000
-CMD ["gunicorn", "proactweb.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--preload"]
+# gunicorn reads its settings from ./gunicorn.conf.py (WORKDIR /app).
+CMD ["gunicorn", "proactweb.wsgi:application"]

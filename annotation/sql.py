@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -107,18 +108,30 @@ def places_taken(item_id: int, now: datetime, *, excluding: int | None = None) -
         return cursor.fetchone()[0]
 
 
-def progress_counts(rater: Rater) -> tuple[int, float, int]:
-    """How many of the rater's assignments are done, the seconds their live answers took, and
-    how many of the study's items are still open to them (``selectors.Progress.left``: lacking
-    answers, in the places their role takes, and never held by them unless held now).
+class ProgressCounts(NamedTuple):
+    """``progress_counts``: the rater's done assignments, the seconds their live answers took,
+    the open items of the rater's role in the study, and how many of those the rater has held
+    and no longer holds. What is left to the rater is ``open_items - held_before``."""
+
+    done: int
+    seconds: float
+    open_items: int
+    held_before: int
+
+
+def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressCounts:
+    """How many of the rater's assignments are done, the seconds their live answers took, the
+    open items of the rater's role (lacking answers, in the places their role takes), and how
+    many of those the rater has held and no longer holds (``selectors.Progress.left`` is the
+    difference). With ``open_items`` (a count the caller read recently), the study's open items
+    are not counted again: it is returned as given.
 
     Done and seconds are read from the rater's done assignments outwards (their index) whatever
-    the planner's statistics say about the answers table. What is left is counted as the open
-    items of the rater's role (the partial index of open items, nothing joined) less those the
-    rater has held and no longer holds (from the rater's own assignments outwards): the same
-    number as one NOT EXISTS per open item, which cost ~2.7 ms more database CPU per request
-    than without the count on the annotation benchmark's 3,056-item study; this way ~1 ms
-    (bench/README.md). An item has at most one assignment per rater."""
+    the planner's statistics say about the answers table. The open items are counted over the
+    study's items (nothing joined), the held ones from the rater's own assignments outwards:
+    the same number as one NOT EXISTS per open item, which cost ~2.7 ms more database CPU per
+    request than without the count on the annotation benchmark's 3,056-item study; this way
+    ~1 ms (bench/README.md). An item has at most one assignment per rater."""
     role = "AND 1 = 0"
     if rater.annotates and rater.adjudicates:
         role = ""
@@ -126,30 +139,28 @@ def progress_counts(rater: Rater) -> tuple[int, float, int]:
         role = "AND NOT i.needs_adjudication"
     elif rater.adjudicates:
         role = "AND i.needs_adjudication"
+    count_open = (
+        f"(SELECT COUNT(*) FROM {StudyItem._meta.db_table} i"  # noqa: S608
+        f" WHERE i.study_id = %s AND i.completed_answers < i.required_answers {role})"
+    )
+    params: list = [rater.study_id]
+    if open_items is not None:
+        count_open, params = "%s", [open_items]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT COUNT(*), SUM(an.time_on_item_s),"  # noqa: S608
-            f" (SELECT COUNT(*) FROM {StudyItem._meta.db_table} i"
-            "   WHERE i.study_id = %s AND i.completed_answers < i.required_answers"
-            f"  {role})"
-            f" - (SELECT COUNT(*) FROM {Assignment._meta.db_table} m"
-            f"    JOIN {StudyItem._meta.db_table} i ON i.id = m.item_id"
-            "     WHERE m.rater_id = %s AND m.state <> %s"
-            f"    AND i.completed_answers < i.required_answers {role})"
+            f"SELECT COUNT(*), SUM(an.time_on_item_s), {count_open},"  # noqa: S608
+            f" (SELECT COUNT(*) FROM {Assignment._meta.db_table} m"
+            f"  JOIN {StudyItem._meta.db_table} i ON i.id = m.item_id"
+            "   WHERE m.rater_id = %s AND m.state <> %s"
+            f"  AND i.completed_answers < i.required_answers {role})"
             f" FROM {Assignment._meta.db_table} a"
             f" LEFT JOIN {Answer._meta.db_table} an"
             "  ON an.assignment_id = a.id AND an.retracted_at IS NULL"
             " WHERE a.rater_id = %s AND a.state = %s",
-            [
-                rater.study_id,
-                rater.pk,
-                AssignmentState.LEASED,
-                rater.pk,
-                AssignmentState.DONE,
-            ],
+            [*params, rater.pk, AssignmentState.LEASED, rater.pk, AssignmentState.DONE],
         )
-        done, seconds, left = cursor.fetchone()
-    return done, seconds or 0.0, left
+        done, seconds, open_count, held_before = cursor.fetchone()
+    return ProgressCounts(done, seconds or 0.0, open_count, held_before)
 
 
 def rater_lock(rater: Rater, *, relaxed_commit: bool = False) -> Rater:

@@ -8,6 +8,7 @@ same way. Everything here reads /proc: the benchmarks run on Linux.
 from __future__ import annotations
 
 import os
+import runpy
 import signal
 import socket
 import subprocess
@@ -236,36 +237,40 @@ def stop(processes: Sequence[subprocess.Popen], *, timeout: float = 60) -> None:
         process.wait(timeout=timeout)
 
 
-def start_gunicorn(args, env: Mapping[str, str], port: int) -> subprocess.Popen:
-    """gunicorn serving the app on ``port`` with ``args.workers`` × ``args.threads`` gthread
-    workers, as production runs it; exits if it does not listen within 30 s."""
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "proactweb.wsgi:application",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(args.workers),
-            "--worker-class",
-            "gthread",
-            "--threads",
-            str(args.threads),
-            "--log-level",
-            "warning",
-            # As in production (docker-compose.yml): the app, URLconf included, is loaded once
-            # before the fork, so no worker's first request pays for importing it.
-            "--preload",
-        ],
-        cwd=ROOT,
-        env=dict(env),
-    )
-    if wait_for_port(port):
+def start_gunicorn(
+    env: Mapping[str, str], port: int, workers: int | None = None
+) -> subprocess.Popen:
+    """gunicorn as production runs it: the settings of ./gunicorn.conf.py (docker-compose.yml
+    and the Dockerfile run plain ``gunicorn proactweb.wsgi:application`` with them), bound to
+    ``port`` here; ``workers`` overrides the file's count. Exits if it does not listen within
+    180 s (``--preload`` imports the app first: over 30 s on a machine loaded ×6)."""
+    command = [sys.executable, "-m", "gunicorn", "proactweb.wsgi:application"]
+    command += ["--config", str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}"]
+    command += ["--log-level", "warning"]
+    if workers is not None:
+        command += ["--workers", str(workers)]
+    server = subprocess.Popen(command, cwd=ROOT, env=dict(env))
+    if wait_for_port(port, seconds=180):
         return server
     server.kill()
     sys.exit("gunicorn did not start")
+
+
+def gunicorn_shape(workers: int | None = None) -> str:
+    """How many workers of which class serve, as ./gunicorn.conf.py (and ``workers``) say."""
+    config = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    return f"gunicorn {workers or config['workers']} {config['worker_class']} workers"
+
+
+def stop_gunicorn(server: subprocess.Popen) -> None:
+    """gunicorn stopped: gracefully (SIGTERM), else after 30 s at once (its workers, left
+    without their master, stop by themselves)."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 # --- CPU and memory -------------------------------------------------------------------------

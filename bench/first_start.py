@@ -4,26 +4,33 @@ A copy of the project's tracked files (``git ls-files``, as a fresh clone has th
 temporary directory with no ``.venv`` and no ``var``; then ``make run`` runs there on a free port
 and each step is timed from its output and from the files it leaves:
 
-- ``venv``: the virtual environment and pip's upgrade (``.venv/bin/python`` appears);
-- ``install``: the app's dependencies (until ``.venv/.installed-app``);
+- ``venv``: the virtual environment (until make starts the first install);
+- ``install``: the installer (uv, from pip) and the app's dependencies (until
+  ``.venv/.installed-app``);
 - ``migrate`` and ``demo``: until ``load_demo`` prints the logins;
 - ``first_page``: until ``GET /accounts/login/`` answers 200 (the web server's import and
   system checks);
 - ``worker``: until the Celery worker logs ``ready`` (it starts beside the web server).
 
-Downloads come from pip's cache when it has the packages (a machine that installed them once):
-the figure then measures this project, not the network. ``--no-pip-cache`` measures a cold
-cache too. The machine's load average is printed beside the figures.
+Downloads come from the installer's cache when it has the packages (a machine that installed
+them once): the figure then measures this project, not the network. ``--cold-cache`` measures a
+fresh machine's: pip's cache off and uv's an empty folder. The machine's load average is printed
+beside the figures. ``make run`` gets this process's environment less the variables that would
+point it elsewhere (a database, a broker, a virtual environment) and less
+``PYTHONDONTWRITEBYTECODE``, which a fresh machine does not set: with it, every process compiles
+every module it imports that the install did not compile.
 
-    .venv/bin/python bench/first_start.py [--no-pip-cache]
+    .venv/bin/python bench/first_start.py [--cold-cache] [--source DIR]
 
-Ends with ``RESULT total_s= first_page_s= venv_s= install_s= migrate_demo_s= worker_s= …``.
+Ends with ``RESULT total_s= venv_s= install_s= migrate_demo_s= first_page_s= worker_s= cpu_s= …``
+(``cpu_s``: the CPU time of every process it started, which the machine's load distorts less).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -55,6 +62,11 @@ def _copy_tracked(root: Path, destination: Path) -> None:
         target.chmod(source.stat().st_mode)
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _page_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -66,7 +78,10 @@ def _page_ok(url: str) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--no-pip-cache", action="store_true", help="download every package (PIP_NO_CACHE_DIR)"
+        "--cold-cache",
+        "--no-pip-cache",
+        action="store_true",
+        help="download every package: pip's cache off, uv's an empty folder",
     )
     parser.add_argument(
         "--source",
@@ -86,12 +101,21 @@ def main() -> None:
         env = {
             key: value
             for key, value in os.environ.items()
-            if key not in ("DATABASE_URL", "REDIS_URL", "VIRTUAL_ENV", "PROACTWEB_VAR_DIR")
+            if key
+            not in (
+                "DATABASE_URL",
+                "REDIS_URL",
+                "VIRTUAL_ENV",
+                "PROACTWEB_VAR_DIR",
+                "PYTHONDONTWRITEBYTECODE",
+            )
         }
         env["PYTHON"] = "python3"  # what a fresh machine has; the Makefile's default
-        if args.no_pip_cache:
+        if args.cold_cache:
             env["PIP_NO_CACHE_DIR"] = "1"
+            env["UV_CACHE_DIR"] = str(Path(tmp) / "uv-cache")
         lines: list[tuple[float, str]] = []
+        cpu_before = _children_cpu_s()
         started = time.monotonic()
         process = subprocess.Popen(
             ["make", "run", f"ADDR=127.0.0.1:{port}"],
@@ -142,9 +166,14 @@ def main() -> None:
                     process.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
-    # make echoes each command as it starts it: the app's install starts after pip's upgrade.
-    pip_line = next((t for t, text in lines if "constraints.txt" in text), None)
-    venv_s = pip_line if pip_line is not None else marks.get("venv_created", 0.0)
+                    process.wait()
+        # Every process make started was waited for by its parent, so their CPU time is counted:
+        # all of the first start, plus the few seconds until Ctrl-C stopped it.
+        cpu_s = _children_cpu_s() - cpu_before
+    # make echoes each command as it starts it: the first to name constraints.txt installs the
+    # installer (uv) or, with INSTALLER=pip, the app; the venv is made before it.
+    install_line = next((t for t, text in lines if "constraints.txt" in text), None)
+    venv_s = install_line if install_line is not None else marks.get("venv_created", 0.0)
     steps = {
         "venv_s": venv_s,
         "install_s": marks["install"] - venv_s,
@@ -153,23 +182,23 @@ def main() -> None:
         "worker_s": marks["worker"] - marks["demo"],
     }
     total = marks["first_page"]
-    cache = "off" if args.no_pip_cache else "on"
-    print(f"\nFirst start: `make run` on a fresh copy (pip cache {cache})")
+    cache = "cold" if args.cold_cache else "warm"
+    print(f"\nFirst start: `make run` on a fresh copy (installer's cache {cache})")
     print(f"machine load average (1, 5, 15 min) at the start: {load_before}\n")
     print("| step | seconds |\n| --- | ---: |")
     for label, key in (
-        ("virtual environment and pip's upgrade", "venv_s"),
-        ("install the app's dependencies", "install_s"),
+        ("virtual environment", "venv_s"),
+        ("install the app's dependencies (and the installer)", "install_s"),
         ("migrate + load_demo", "migrate_demo_s"),
         ("web server until the first page (after the demo)", "first_page_s"),
         ("(beside it) Celery worker ready (after the demo)", "worker_s"),
     ):
         print(f"| {label} | {steps[key]:.1f} |")
     print(f"| **first page, from `make run`** | **{total:.1f}** |")
-    fields = " ".join(f"{key}={value:.1f}" for key, value in steps.items())
+    print(f"\nCPU time of every process `make run` started, until stopped: {cpu_s:.1f} s")
+    fields = " ".join(f"{key}={value:.1f}" for key, value in {**steps, "cpu_s": cpu_s}.items())
     print(
-        f"\nRESULT total_s={total:.1f} {fields} pip_cache={cache} "
-        f"load_before={load_before.split()[0]}"
+        f"\nRESULT total_s={total:.1f} {fields} cache={cache} load_before={load_before.split()[0]}"
     )
 
 

@@ -28,7 +28,6 @@ import os
 import random
 import re
 import resource
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _workers import free_port, recreate_database, start_gunicorn  # noqa: E402
+from _workers import (  # noqa: E402
+    free_port,
+    gunicorn_shape,
+    recreate_database,
+    start_gunicorn,
+    stop_gunicorn,
+)
 from annotation_next import Think, _cpu_snapshot, _pct  # noqa: E402
 
 IMAGES_PER_DIALOGUE = 5
@@ -295,7 +300,7 @@ def measure_serving(args, folder: Path) -> dict:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     held = _prepare_serving(args.annotators, folder)
     port = free_port()
-    server = start_gunicorn(args, env, port)
+    server = start_gunicorn(env, port, args.workers)
     latency: dict[str, list[float]] = {"page": [], "image": []}
     errors: list[str] = []
     try:
@@ -333,8 +338,7 @@ def measure_serving(args, folder: Path) -> dict:
         cpu_after = _cpu_snapshot(server.pid, database)
         cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_gunicorn(server)
         subprocess.run(["rm", "-rf", var_dir], check=False)
     return {"latency": latency, "errors": errors, "cpu": cpu}
 
@@ -346,8 +350,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds not measured")
     parser.add_argument("--think-ms", type=float, default=1000.0, help="mean pause per page")
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=1, help="threads per worker")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="gunicorn workers (default: gunicorn.conf.py's)"
+    )
     parser.add_argument(
         "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_bench_images"
     )
@@ -392,7 +397,7 @@ def main() -> None:
     print(
         f"serving: {args.annotators} annotators, each on an item with 3 images, "
         f"{args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
-        f"think {args.think_ms:.0f} ms ± 50%, gunicorn {args.workers}×{args.threads}, "
+        f"think {args.think_ms:.0f} ms ± 50%, {gunicorn_shape(args.workers)}, "
         f"PostgreSQL; load average after: {load_after}"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")

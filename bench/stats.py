@@ -45,11 +45,18 @@ would within a minute.
 
     python bench/stats.py                    # embedded default (SQLite in a temp folder)
     DATABASE_URL=postgres://…/scratch python bench/stats.py   # a scratch PostgreSQL database
+    DATABASE_URL=postgres://…/scratch python bench/stats.py --only export
     DATABASE_URL=postgres://…/scratch python bench/stats.py --only halo
     DATABASE_URL=postgres://…/scratch python bench/stats.py --only proposals
 
+Raw export (issue #20 part 6: ≥ 100,000 rows/s, memory flat): ``--only export`` writes the
+corpus and the runs and streams the two exports alone. Beside the exporting process's CPU time
+the table gives the PostgreSQL backend's (read from /proc when the server runs on this machine),
+since on PostgreSQL the database writes the CSV itself (``COPY``, stats/csv_copy.py).
+
 Ends with ``RESULT dashboard_s= export_rows_per_s= export_peak_rss_mb= … arena_ranking_s= …``
-(``--only halo``: ``RESULT halo_max_table_s= halo_all_tables_s= …``; ``--only proposals``:
+(``--only export``: ``RESULT export_rows_per_s= export_rows_per_cpu_s= export_db_cpu_s= …``;
+``--only halo``: ``RESULT halo_max_table_s= halo_all_tables_s= …``; ``--only proposals``:
 ``RESULT proposal_tables_max_s= proposal_export_rows_per_s= …``).
 """
 
@@ -515,6 +522,7 @@ def _export(run_name: str) -> dict:
     # process ready to serve and the difference is the export's own memory.
     b"".join(client.get("/api/v1/exports/judgments.csv?run=0").streaming_content)
     before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    backend = _Backend()
     cpu_started = time.process_time()
     started = time.perf_counter()
     response = client.get(url)
@@ -534,9 +542,44 @@ def _export(run_name: str) -> dict:
         # The exporting process's own CPU time: what the export costs whatever else runs.
         "cpu_s": round(cpu, 2),
         "rows_per_cpu_s": round(rows / cpu) if cpu else 0,
+        "db_cpu_s": backend.cpu_s(),
         "rss_before_mb": round(before_kb / 1024, 1),
         "peak_rss_mb": round(peak_kb / 1024, 1),
     }
+
+
+class _Backend:
+    """The CPU time of the PostgreSQL backend that serves the export (a server on this machine:
+    its /proc entry), over the request: on PostgreSQL the COPY writer moves the formatting into
+    the database, so the web process's CPU alone would flatter it. The connection outlives the
+    request (``DB_CONN_MAX_AGE``), so the backend is the one the warm-up used. None on SQLite,
+    a remote server, or if the connection was replaced."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        self.pid: int | None = None
+        if connection.vendor != "postgresql":
+            return
+        connection.ensure_connection()
+        pid = connection.connection.info.backend_pid
+        comm = Path(f"/proc/{pid}/comm")
+        if comm.exists() and comm.read_text().strip() == "postgres":
+            self.pid = pid
+            self.started = self._cpu()
+
+    def _cpu(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def cpu_s(self) -> float | None:
+        from django.db import connection
+
+        if self.pid is None or connection.connection is None:
+            return None
+        if connection.connection.info.backend_pid != self.pid:
+            return None
+        return round(self._cpu() - self.started, 2)
 
 
 # --- HALO diagnosis (issue #17) ---------------------------------------------------------------
@@ -1029,6 +1072,31 @@ def _proposal_report(results: dict) -> str:
     )
 
 
+def _export_table(small: dict, full: dict) -> str:
+    lines = [
+        "| raw judgments CSV export | rows | MB | seconds | rows/s | CPU s | rows per CPU s "
+        "| database CPU s | RSS before | peak RSS |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, r in (("one run", small), ("everything", full)):
+        db_cpu = "n/a" if r["db_cpu_s"] is None else r["db_cpu_s"]
+        lines.append(
+            f"| {label} | {r['rows']:,} | {r['mb']} | {r['export_s']} | {r['rows_per_s']:,} | "
+            f"{r['cpu_s']} | {r['rows_per_cpu_s']:,} | {db_cpu} | {r['rss_before_mb']} MB | "
+            f"{r['peak_rss_mb']} MB |"
+        )
+    return "\n".join(lines)
+
+
+def _export_result(small: dict, full: dict) -> str:
+    growth = full["peak_rss_mb"] - small["peak_rss_mb"]
+    return (
+        f"export_rows_per_s={full['rows_per_s']} export_rows_per_cpu_s={full['rows_per_cpu_s']} "
+        f"export_db_cpu_s={full['db_cpu_s']} export_peak_rss_mb={full['peak_rss_mb']} "
+        f"export_rows={full['rows']} export_rss_growth_mb={growth:.1f}"
+    )
+
+
 def _child(mode: str, arg: str, env: dict) -> dict:
     result = subprocess.run(
         [sys.executable, __file__, f"--{mode}", arg],
@@ -1049,7 +1117,9 @@ def main() -> None:
         parser.add_argument(flag, help=argparse.SUPPRESS)
     for flag in ("--proposal-setup", "--proposal-tables", "--proposal-export"):
         parser.add_argument(flag, help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=["halo", "proposals"], help="run one part alone")
+    parser.add_argument(
+        "--only", choices=["export", "halo", "proposals"], help="run one part alone"
+    )
     args = parser.parse_args()
     if args.proposal_setup:
         print(json.dumps(_proposal_setup()))
@@ -1094,6 +1164,19 @@ def main() -> None:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from corpus_import import generate_corpus
+
+    if args.only == "export":
+        with tempfile.TemporaryDirectory(prefix="proactbench-bench-stats-") as tmp:
+            env = {**os.environ, "PROACTWEB_VAR_DIR": tmp}
+            corpus = Path(tmp) / "corpus.jsonl"
+            generate_corpus(corpus)
+            setup = _child("setup", str(corpus), env)
+            small = _child("export", "bench dashboard run", env)
+            full = _child("export", "all", env)
+        print(f"\nRaw export ({database}; {setup['judgments']:,} judgments)\n")
+        print(_export_table(small, full))
+        print(f"\nRESULT {_export_result(small, full)} database={database}")
+        return
 
     with tempfile.TemporaryDirectory(prefix="proactbench-bench-stats-") as tmp:
         env = {**os.environ, "PROACTWEB_VAR_DIR": tmp}
@@ -1145,25 +1228,12 @@ def main() -> None:
         ),
     ):
         print(f"| {label} | {dashboard[key]:.3f} |")
-    print(
-        "\n| raw judgments CSV export | rows | MB | seconds | rows/s | CPU s | rows per CPU s "
-        "| RSS before | peak RSS |"
-    )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for label, r in (("one run", small), ("everything", full)):
-        print(
-            f"| {label} | {r['rows']:,} | {r['mb']} | {r['export_s']} | {r['rows_per_s']:,} | "
-            f"{r['cpu_s']} | {r['rows_per_cpu_s']:,} | {r['rss_before_mb']} MB | "
-            f"{r['peak_rss_mb']} MB |"
-        )
-    growth = full["peak_rss_mb"] - small["peak_rss_mb"]
+    print("\n" + _export_table(small, full))
     halo = _halo_report(halo_setup, halo_tables, database)
     proposals = _proposal_report(proposal_results)
     print(
-        f"\nRESULT dashboard_s={dashboard['dashboard_s']} export_rows_per_s={full['rows_per_s']} "
-        f"export_rows_per_cpu_s={full['rows_per_cpu_s']} "
-        f"export_peak_rss_mb={full['peak_rss_mb']} export_rows={full['rows']} "
-        f"export_rss_growth_mb={growth:.1f} all_panels_s={dashboard['all_panels_s']} "
+        f"\nRESULT dashboard_s={dashboard['dashboard_s']} {_export_result(small, full)} "
+        f"all_panels_s={dashboard['all_panels_s']} "
         f"human_agreement_s={dashboard['human_agreement_s']} "
         f"arena_ranking_s={dashboard['arena_ranking_s']} "
         f"arena_battles={dashboard['arena_battles']} "

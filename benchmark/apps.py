@@ -11,9 +11,9 @@ class BenchmarkConfig(AppConfig):
     def ready(self) -> None:
         # Every module of benchmark.providers is imported, so that each adapter registers
         # itself (registry.py) before anything reads the provider choices: a new provider is
-        # one new file, and there is no list to forget it in. Importing the whole package adds
-        # nothing at start-up: the admin, set up before this app, already imports the
-        # evaluation engine and with it the factory and both SDKs.
+        # one new file, and there is no list to forget it in. The adapters import their
+        # vendor's SDK only when they build a client: both SDKs cost about 2 s of CPU, which
+        # every process (web server, worker, migrate) would otherwise pay at start-up.
         package = importlib.import_module("benchmark.providers")
         for module in pkgutil.iter_modules(package.__path__):
             importlib.import_module(f"{package.__name__}.{module.name}")

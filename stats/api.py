@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+from django.db import connection
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -28,7 +29,7 @@ from rest_framework.views import APIView
 from annotation.models import Study
 from benchmark.models import Condition, EvaluationRun
 from core.roles import is_staff_like
-from stats import exports, proposal_exports, selectors, tables
+from stats import csv_copy, exports, proposal_exports, selectors, tables
 from stats.compute.bradley_terry import TIE_RULES
 from stats.compute.resampling import BATTLE_RESAMPLES, BATTLE_RESAMPLES_RANGE, DEFAULT_SEED
 
@@ -368,8 +369,16 @@ class RawExportView(APIView):
                 raise NotFound(str(exc)) from exc
             except ValueError as exc:
                 raise ParseError(str(exc)) from exc
-        writer = exports.csv_chunks if fmt == "csv" else exports.jsonl_chunks
-        chunks = (text.encode("utf-8") for text in writer(export.header, export.rows(filters)))
+        if fmt == "csv" and export.query is not None and connection.vendor == "postgresql":
+            # The same CSV, written by PostgreSQL itself (several times faster, stats/csv_copy).
+            queryset, fields = export.query(filters)
+            chunks = csv_copy.copy_csv_chunks(
+                header=export.header, queryset=queryset, fields=fields
+            )
+        else:
+            writer = exports.csv_chunks if fmt == "csv" else exports.jsonl_chunks
+            rows = export.rows(filters)
+            chunks = (text.encode("utf-8") for text in writer(export.header, rows))
         response = StreamingHttpResponse(chunks, content_type=self.content_types[fmt])
         response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
         return response

@@ -28,7 +28,16 @@ from itertools import islice
 from typing import Any
 
 import numpy as np
-from django.db.models import Case, CharField, Exists, FloatField, OuterRef, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    Exists,
+    FloatField,
+    OuterRef,
+    QuerySet,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 
 from annotation import kinds
@@ -204,6 +213,10 @@ class RawExport:
     # Checks ``filters`` before anything is streamed: raises LookupError (no such thing: a
     # 404) or ValueError (it cannot be exported: a 400), with a message saying why.
     check: Callable[[dict[str, Any]], None] | None = None
+    # An export whose rows are one query's fields as they are (``rows`` is their
+    # ``values_list``): the queryset and the field names, from which PostgreSQL writes the CSV
+    # itself (``stats.csv_copy``); None where Python builds the rows.
+    query: Callable[[dict[str, Any]], tuple[QuerySet, tuple[str, ...]]] | None = None
 
     @property
     def header(self) -> list[str]:
@@ -256,9 +269,38 @@ JUDGMENT_COLUMNS = (
 )
 
 
-def judgment_rows(filters: dict[str, Any]) -> Iterator[tuple]:
+JUDGMENT_FIELDS = (
+    "id",
+    "unit__run_id",
+    "unit__run__name",
+    "unit_id",
+    "unit__trigger__turn__dialogue__unique_id_eval",
+    "unit__trigger__turn__index",
+    "unit__trigger__type",
+    "unit__endpoint__name",
+    "unit__endpoint__display_name",
+    "unit__condition",
+    "unit__sample_index",
+    "unit__state",
+    "judge_name",
+    "state",
+    "verdict",
+    "export_score",
+    "evidence_status",
+    "evidence_found_share",
+    "attempts",
+    "rationale",
+    "evidence",
+    "error",
+    "export_adjudicated",
+    "created_at",
+)
+
+
+def judgment_query(filters: dict[str, Any]) -> tuple[QuerySet, tuple[str, ...]]:
     # The score and the empty adjudication come from the database, so its rows leave as they
-    # are fetched, in column order (no tuple rebuilt per row).
+    # are fetched, in column order (no tuple rebuilt per row), and PostgreSQL can write the
+    # whole CSV itself (stats.csv_copy).
     score = Case(
         *(When(verdict=verdict, then=Value(value)) for verdict, value in VERDICT_SCORES.items()),
         default=None,
@@ -272,33 +314,12 @@ def judgment_rows(filters: dict[str, Any]) -> Iterator[tuple]:
     )
     if filters.get("run") is not None:
         queryset = queryset.filter(unit__run_id=filters["run"])
-    values = queryset.values_list(
-        "id",
-        "unit__run_id",
-        "unit__run__name",
-        "unit_id",
-        "unit__trigger__turn__dialogue__unique_id_eval",
-        "unit__trigger__turn__index",
-        "unit__trigger__type",
-        "unit__endpoint__name",
-        "unit__endpoint__display_name",
-        "unit__condition",
-        "unit__sample_index",
-        "unit__state",
-        "judge_name",
-        "state",
-        "verdict",
-        "export_score",
-        "evidence_status",
-        "evidence_found_share",
-        "attempts",
-        "rationale",
-        "evidence",
-        "error",
-        "export_adjudicated",
-        "created_at",
-    )
-    return values.iterator(chunk_size=DB_CHUNK)
+    return queryset, JUDGMENT_FIELDS
+
+
+def judgment_rows(filters: dict[str, Any]) -> Iterator[tuple]:
+    queryset, fields = judgment_query(filters)
+    return queryset.values_list(*fields).iterator(chunk_size=DB_CHUNK)
 
 
 register_raw_export(
@@ -307,6 +328,7 @@ register_raw_export(
         description="Every judgment: one row per judge per reply, with the reply's context.",
         columns=JUDGMENT_COLUMNS,
         rows=judgment_rows,
+        query=judgment_query,
     )
 )
 

@@ -47,7 +47,7 @@ from typing import NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
-from annotation import kinds, sql
+from annotation import kinds, selectors, sql
 from annotation.models import (
     Answer,
     Assignment,
@@ -353,8 +353,7 @@ def _store_answer(
         return SubmitResult(stored, late=True)
     stored = Answer.objects.create(**fields)
     Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.DONE, completed_at=now)
-    item.completed_answers += 1
-    _item_changed(item, rater.study, now)
+    _item_changed(item, rater.study, now, answers=+1)
     return SubmitResult(stored)
 
 
@@ -407,8 +406,7 @@ def answer_undo(*, rater: Rater, now: datetime | None = None) -> Assignment | No
             completed_at=None, reopened=True, time_limit_ends_at=assignment.time_limit_ends_at
         )
         _renew(assignment, rater.study, now)
-        item.completed_answers -= 1
-        _item_changed(item, rater.study, now)
+        _item_changed(item, rater.study, now, answers=-1)
         assignment.item = item
         return assignment
 
@@ -481,9 +479,13 @@ def answer_verdict_reveal(*, answer_id: int, now: datetime | None = None) -> boo
 # --- What an item's answers decide ------------------------------------------------------------
 
 
-def _item_changed(item: StudyItem, study: Study, now: datetime) -> None:
-    """Save the item's count and whatever its live answers now decide (the kind's
-    ``decide``). Item row locked."""
+def _item_changed(item: StudyItem, study: Study, now: datetime, *, answers: int) -> None:
+    """Count ``answers`` (+1 or -1) more live answers on the item and save that and whatever
+    they now decide (the kind's ``decide``). Item row locked. When the item opens or closes,
+    or changes role, this process's reused count of the study's open items is dropped
+    (``selectors.rater_progress``), so that this annotator's page counts it afresh."""
+    before = (item.completed_answers < item.required_answers, item.needs_adjudication)
+    item.completed_answers += answers
     kinds.get(study.kind).decide(item, study, now)
     StudyItem.objects.filter(pk=item.pk).update(
         completed_answers=item.completed_answers,
@@ -491,6 +493,8 @@ def _item_changed(item: StudyItem, study: Study, now: datetime) -> None:
         needs_adjudication=item.needs_adjudication,
         outcome=item.outcome,
     )
+    if before != (item.completed_answers < item.required_answers, item.needs_adjudication):
+        selectors.open_items_forget(study_id=study.pk)
 
 
 class LiveAnswer(NamedTuple):

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from benchmark.corpus.images import ImageSource, NoSource, ZipSource
 from benchmark.corpus.importer import CorpusError, CorpusImportError, corpus_import
-from benchmark.forms import CorpusUploadForm
+from benchmark.forms import CorpusUploadForm, ScenarioTurnImageForm, ScenarioTurnImageFormSet
 from benchmark.models import (
     Anchor,
     Blueprint,
@@ -25,6 +25,7 @@ from benchmark.models import (
     ModelEndpoint,
     Persona,
     Scenario,
+    ScenarioTurnImage,
     Trigger,
     Turn,
 )
@@ -70,6 +71,24 @@ class PersonaAdmin(admin.ModelAdmin):
     search_fields = ("external_id", "name", "summary")
 
 
+class ScenarioTurnImageInline(admin.StackedInline):
+    """The images a scenario shows with its user turns (docs/curation.md): a curated
+    dialogue's turn carries them, and an insufficient one allows an INTERVENTION trigger."""
+
+    model = ScenarioTurnImage
+    form = ScenarioTurnImageForm
+    formset = ScenarioTurnImageFormSet
+    extra = 0
+    readonly_fields = ("stored",)
+    fields = ("turn", "upload", "stored", "description", "alt", "problem", "intervention")
+
+    @admin.display(description="Stored image")
+    def stored(self, image: ScenarioTurnImage) -> str:
+        if not image.file:
+            return "—"
+        return f"{image.media_type}, {image.width}×{image.height}, {image.byte_size:,} bytes"
+
+
 @admin.register(Scenario)
 class ScenarioAdmin(admin.ModelAdmin):
     list_display = ("key", "title", "domain", "persona")
@@ -77,6 +96,7 @@ class ScenarioAdmin(admin.ModelAdmin):
     search_fields = ("key", "title", "hidden_goal", "surface_request", "persona__name")
     list_select_related = ("domain", "persona")
     raw_id_fields = ("persona",)
+    inlines = [ScenarioTurnImageInline]
 
 
 @admin.register(Blueprint)

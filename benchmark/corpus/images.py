@@ -31,7 +31,8 @@ from django.core.files.base import ContentFile
 from django.utils import timezone
 from PIL import Image, UnidentifiedImageError
 
-from benchmark.models import TurnImage, display_name_of, turn_image_storage
+from benchmark.models import ScenarioTurnImage, TurnImage, display_name_of, turn_image_storage
+from benchmark.providers.base import ImagePart
 
 # Pillow's format name → the media type the corpus and the chat APIs use, and the file suffix.
 MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
@@ -285,12 +286,23 @@ def _tail(image: TurnImage) -> dict:
     return {"alt": image.alt, "sha256": image.sha256}
 
 
+def embedded_part(image: ImagePart) -> dict:
+    """An image part with its bytes as base64 ``data``, in the line (a curated dialogue's
+    images, and ``EmbedImages``)."""
+    return {
+        "type": "image",
+        "media_type": image.media_type,
+        "data": base64.b64encode(image.data).decode("ascii"),
+        "alt": image.alt,
+        "sha256": image.sha256,
+    }
+
+
 class EmbedImages:
     """``data``: the image's bytes as base64, in the line."""
 
     def part(self, image: TurnImage) -> dict:
-        data = base64.b64encode(_read(image)).decode("ascii")
-        return {**_head(image), "data": data, **_tail(image)}
+        return embedded_part(ImagePart(image.media_type, _read(image), image.sha256, image.alt))
 
 
 def member_name(image: TurnImage) -> str:
@@ -346,9 +358,9 @@ PRUNED_FOLDERS = ("original", "display")
 class PruneSummary:
     """What ``turn_images_prune`` found (and, unless a dry run, removed)."""
 
-    orphaned: dict[str, int]  # file name → bytes: referenced by no TurnImage
+    orphaned: dict[str, int]  # file name → bytes: referenced by no TurnImage or ScenarioTurnImage
     recent: int = 0  # orphaned but newer than the minimum age: kept (an import may be writing)
-    referenced: int = 0  # files kept because a TurnImage names them (or their original)
+    referenced: int = 0  # files kept because a row names them (or their original)
     deleted: bool = False
 
     @property
@@ -363,23 +375,27 @@ class PruneSummary:
 
 
 def _referenced(names: set[str]) -> set[str]:
-    """Of ``names`` (storage names), those a TurnImage names: its original, or that original's
-    metadata-free copy."""
+    """Of ``names`` (storage names), those a TurnImage or a ScenarioTurnImage names: its
+    original, or that original's metadata-free copy."""
     originals = {"original/" + name.split("/", 1)[1] for name in names}
-    named = set(TurnImage.objects.filter(file__in=originals).values_list("file", flat=True))
+    named = {
+        *TurnImage.objects.filter(file__in=originals).values_list("file", flat=True),
+        *ScenarioTurnImage.objects.filter(file__in=originals).values_list("file", flat=True),
+    }
     return {name for name in names if "original/" + name.split("/", 1)[1] in named}
 
 
 def turn_images_prune(*, delete: bool = False, min_age: timedelta) -> PruneSummary:
-    """Find the files in the turn-image storage that no TurnImage references (its original
-    under ``original/``, or that original's copy under ``display/``) — left behind when their
-    dialogues were deleted — and, with ``delete``, remove them. Idempotent: a second run finds
+    """Find the files in the turn-image storage that no TurnImage and no ScenarioTurnImage
+    references (its original under ``original/``, or that original's copy under ``display/``)
+    — left behind when their dialogues or scenario images were deleted — and, with ``delete``,
+    remove them. Idempotent: a second run finds
     nothing to remove.
 
     Never removes a referenced file: each candidate is checked against the rows again right
     before it is deleted, so a dialogue imported meanwhile keeps its images. A file newer than
-    ``min_age`` is left alone: an import writes its files before its rows commit (and a dry
-    run writes no file)."""
+    ``min_age`` is left alone: an import (or an admin upload of a scenario image) writes its
+    files before its rows commit (and a dry run writes no file)."""
     storage = turn_image_storage()
     cutoff = timezone.now() - min_age
     names: set[str] = set()

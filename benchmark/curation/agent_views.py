@@ -8,7 +8,8 @@ from its view, and each view simply has no field for what its agent must not see
   must not depend on how the user talks (threat T1).
 - ``UserAgentView``: this turn's order (with at most the one anchor to disclose), persona, style,
   the conversation. No hidden goal, no other anchors, no rubric, no trigger schedule (T2, T4).
-- ``AssistantView``: the conversation and the new user message, nothing else (T2, T3).
+- ``AssistantView``: the conversation and the new user message, with the images the user
+  messages carry, nothing else (T2, T3).
 
 The cards (persona, scenario, style, roadmap) are built from database rows once, so the loop
 itself never touches the database. Prompts are rendered strictly (see prompts.py): a view can
@@ -25,7 +26,7 @@ from benchmark.corpus.styles import TRAITS
 from benchmark.curation.prompts import load_prompt
 from benchmark.curation.rubrics import intervention_rubric
 from benchmark.models import PHASE_WINDOWS, Blueprint, CommunicationStyle, Persona, Scenario
-from benchmark.providers.base import ChatMessage
+from benchmark.providers.base import ChatMessage, ImagePart
 
 NO_MESSAGES_YET = "(no messages yet: this turn opens the conversation)"
 
@@ -108,6 +109,15 @@ class ScenarioCard:
             surface_request=scenario.surface_request,
             ideal_trajectory=scenario.ideal_trajectory,
             anchors=tuple(_anchor_text(item) for item in scenario.anchors or []),
+            images=tuple(
+                ScenarioImage(
+                    turn=image.turn,
+                    description=image.description,
+                    problem=image.problem,
+                    intervention=image.intervention,
+                )
+                for image in scenario.turn_images.all()
+            ),
         )
 
 
@@ -171,6 +181,8 @@ class StyleCard:
 class Exchange:
     user: str
     assistant: str
+    images: tuple[ImagePart, ...] = ()
+    """The images the user message carried (only the Assistant is sent them)."""
 
 
 @dataclass(frozen=True)
@@ -295,20 +307,24 @@ class UserAgentView:
 
 @dataclass(frozen=True)
 class AssistantView:
+    """Each user message goes with the images the scenario shows on its turn, as a dialogue's
+    turn images go to a model under evaluation."""
+
     conversation: tuple[Exchange, ...]
     user_message: str
+    user_images: tuple[ImagePart, ...] = ()
 
     def messages(self) -> tuple[ChatMessage, ...]:
         history: list[ChatMessage] = []
         for exchange in self.conversation:
             history += [
-                ChatMessage("user", exchange.user),
+                ChatMessage("user", exchange.user, exchange.images),
                 ChatMessage("assistant", exchange.assistant),
             ]
         return (
             ChatMessage("system", load_prompt("assistant").render()),
             *history,
-            ChatMessage("user", self.user_message),
+            ChatMessage("user", self.user_message, self.user_images),
         )
 
 

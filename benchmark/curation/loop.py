@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from django.utils import timezone
 
+from benchmark.corpus.images import embedded_part
 from benchmark.corpus.styles import word_count
 from benchmark.curation.agent_views import (
     AssistantView,
@@ -56,6 +57,7 @@ from benchmark.providers.base import (
     ChatRequest,
     ChatResult,
     CompletesChat,
+    ImagePart,
     ReplayKey,
 )
 
@@ -86,6 +88,9 @@ class CurationSpec:
     scenario: ScenarioCard
     style: StyleCard
     roadmap: RoadmapCard | None
+    turn_images: Mapping[int, tuple[ImagePart, ...]] = field(default_factory=dict)
+    """Turn number → the images its user message carries (the scenario's, with their bytes):
+    sent to the Assistant with that message, and saved with the dialogue's turn."""
 
     @property
     def unique_id_eval(self) -> str:
@@ -340,7 +345,11 @@ class _Curation:
         )
 
     def _reply(self, turn: int, user_message: str) -> str:
-        view = AssistantView(conversation=tuple(self.exchanges), user_message=user_message)
+        view = AssistantView(
+            conversation=tuple(self.exchanges),
+            user_message=user_message,
+            user_images=self.spec.turn_images.get(turn, ()),
+        )
         text = self._ask("assistant", turn, view.messages())
         if not text.strip():
             raise CurationError(f"turn {turn}: the Assistant returned an empty reply", turn=turn)
@@ -469,7 +478,21 @@ class _Curation:
                     turn, rubric["type"], tuple(dict.fromkeys(decision.referenced_anchors))
                 )
             )
-        self.exchanges.append(Exchange(user=user_message, assistant=reply))
+        self.exchanges.append(
+            Exchange(user=user_message, assistant=reply, images=self.spec.turn_images.get(turn, ()))
+        )
+
+    def _turn_images(self) -> dict:
+        """``turn_images`` for the turns the dialogue reached, inline (the importer checks them
+        again and finds their files already stored: content-addressed); no key without any, so
+        a text-only scenario's record is what it always was."""
+        reached = len(self.turn_records)
+        images = {
+            str(turn): [embedded_part(image) for image in parts]
+            for turn, parts in sorted(self.spec.turn_images.items())
+            if parts and turn <= reached
+        }
+        return {"turn_images": images} if images else {}
 
     def _release_record(self) -> dict:
         spec = self.spec
@@ -512,6 +535,7 @@ class _Curation:
                 "trigger_anchors": {
                     str(t.turn): [keys[index] for index in t.anchors] for t in self.triggers
                 },
+                **self._turn_images(),
                 "status": DialogueStatus.DRAFT.value,
                 "provenance": {
                     "curation_model": planner_model,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,8 +19,15 @@ from benchmark.corpus.importer import CorpusImportError, corpus_import
 from benchmark.curation.agent_views import PersonaCard, RoadmapCard, ScenarioCard, StyleCard
 from benchmark.curation.calls import BookedProvider, CallBook
 from benchmark.curation.loop import CurationError, CurationSpec, curate_dialogue
-from benchmark.models import Blueprint, CommunicationStyle, Dialogue, ModelEndpoint, Scenario
-from benchmark.providers.base import CompletesChat
+from benchmark.models import (
+    Blueprint,
+    CommunicationStyle,
+    Dialogue,
+    ModelEndpoint,
+    Scenario,
+    turn_image_storage,
+)
+from benchmark.providers.base import CompletesChat, ImagePart
 
 
 class DialogueExistsError(CurationError):
@@ -88,7 +96,21 @@ def curation_spec_for(
         scenario=ScenarioCard.from_model(scenario),
         style=StyleCard.from_model(style),
         roadmap=RoadmapCard.from_model(blueprint) if blueprint else None,
+        turn_images=scenario_image_parts(scenario=scenario),
     )
+
+
+def scenario_image_parts(*, scenario: Scenario) -> dict[int, tuple[ImagePart, ...]]:
+    """The scenario's images with their bytes (read from the turn-image storage), by turn
+    number, each turn's in order: what the cold-start Assistant is sent with that turn's user
+    message, and what the curated dialogue's turn is saved with."""
+    by_turn: dict[int, list[ImagePart]] = defaultdict(list)
+    storage = turn_image_storage()
+    for image in scenario.turn_images.all():
+        with storage.open(image.file.name, "rb") as stream:
+            data = stream.read()
+        by_turn[image.turn].append(ImagePart(image.media_type, data, image.sha256, image.alt))
+    return {turn: tuple(images) for turn, images in by_turn.items()}
 
 
 def dialogue_curate(

@@ -211,16 +211,14 @@ def turn_image_storage() -> Storage:
     return storages["turn_images"]
 
 
-class TurnImage(models.Model):
-    """One image a user turn carries (multimodal turns), in corpus order.
+class StoredImageFile(models.Model):
+    """What every stored image row says of its file (one definition for turn images and
+    scenario images). The file is stored once per content: its name is the SHA-256 of its bytes
+    (``original/``, the bytes exactly as imported or uploaded, which an export gives back;
+    ``display/``, the same image re-encoded without metadata, which is what people are shown),
+    written through benchmark/corpus/images.py. Several rows may share one file, so a file
+    outlives the rows that name it (``prune_turn_images``)."""
 
-    The file is stored once per content: its name is the SHA-256 of its bytes (``original/``,
-    the bytes exactly as imported, which an export gives back; ``display/``, the same image
-    re-encoded without metadata, which is what people are shown). Several turns may share one
-    file, so a file outlives the rows that name it."""
-
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="images")
-    position = models.PositiveSmallIntegerField(help_text="0-based place among the turn's images.")
     file = models.FileField(
         storage=turn_image_storage,
         max_length=120,
@@ -231,6 +229,20 @@ class TurnImage(models.Model):
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()
     byte_size = models.PositiveIntegerField(help_text="The file's size in bytes.")
+
+    class Meta:
+        abstract = True
+
+    @property
+    def display_name(self) -> str:
+        return display_name_of(self.file.name)
+
+
+class TurnImage(StoredImageFile):
+    """One image a user turn carries (multimodal turns), in corpus order."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="images")
+    position = models.PositiveSmallIntegerField(help_text="0-based place among the turn's images.")
     alt = models.TextField(blank=True, help_text="The corpus's alt text (shown to people).")
 
     class Meta:
@@ -243,9 +255,52 @@ class TurnImage(models.Model):
     def __str__(self) -> str:
         return f"{self.turn} image {self.position}"
 
-    @property
-    def display_name(self) -> str:
-        return display_name_of(self.file.name)
+
+class ScenarioTurnImage(StoredImageFile):
+    """An image a scenario shows the assistant with one of its user turns, for curation: a
+    curated dialogue's turn carries it (a ``TurnImage`` naming the same stored file), and the
+    Planner is told its ``description`` — never the image — and, when ``problem`` is set,
+    that the turn may be an INTERVENTION trigger (benchmark/curation/agent_views.py)."""
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="turn_images")
+    turn = models.PositiveSmallIntegerField(
+        help_text="The user turn (1-based) whose message carries the image."
+    )
+    alt = models.TextField(blank=True, help_text="Alt text (shown to people with the image).")
+    description = models.TextField(
+        help_text="What the image shows, as the Planner is told it (it never sees the image)."
+    )
+    problem = models.TextField(
+        blank=True,
+        help_text="Why the image is not enough for the task; empty when it suffices. An "
+        "insufficient image lets the Planner make its turn an INTERVENTION trigger.",
+    )
+    intervention = models.TextField(
+        blank=True,
+        help_text="The user's action that would fix the problem, e.g. 'retake the photo in "
+        "focus'. Required with a problem.",
+    )
+
+    class Meta:
+        # A turn's images go with its message in this order (the TurnImage positions).
+        ordering = ["scenario_id", "turn", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(turn__gte=1), name="scenario_image_turn_positive"),
+            # intervention_rubric() needs both the problem and its fix.
+            models.CheckConstraint(
+                condition=Q(problem="") | ~Q(intervention=""),
+                name="scenario_image_problem_has_intervention",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scenario} turn {self.turn} image"
+
+    def clean(self) -> None:
+        if self.problem.strip() and not self.intervention.strip():
+            raise ValidationError(
+                {"intervention": "Say what the user could do to fix the problem."}
+            )
 
 
 def display_name_of(original: str) -> str:

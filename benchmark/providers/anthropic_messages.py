@@ -7,15 +7,16 @@ requires ``max_tokens``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from benchmark.providers.base import ChatMessage, ChatRequest, ChatResult, ImagePart
 from benchmark.providers.images import anthropic_image_tokens, base64_data
 from benchmark.providers.ratelimit_headers import ObservedLimits, anthropic_limits
 from benchmark.providers.registry import ProviderSpec, register
 from benchmark.providers.sdk import SDKProvider
+
+if TYPE_CHECKING:
+    import anthropic
 
 ANTHROPIC = "anthropic"
 DEFAULT_MAX_TOKENS = 1024
@@ -33,10 +34,16 @@ class AnthropicMessagesProvider(SDKProvider):
     vendor = ANTHROPIC
     reserved_params = frozenset({"model", "messages", "system", "stream"})
 
+    # The SDK is imported when a client is built, not with this module: the registry imports
+    # every adapter in every process, and the SDK costs about 1.5 s of CPU (retry.py).
     def _make_client(self, options: dict[str, Any]) -> anthropic.Anthropic:
+        import anthropic
+
         return anthropic.Anthropic(**options)
 
     def _make_async_client(self, options: dict[str, Any]) -> anthropic.AsyncAnthropic:
+        import anthropic
+
         # aiohttp under the SDK's HTTP layer, as for OpenAI (openai_chat.py says why).
         return anthropic.AsyncAnthropic(**options, http_client=anthropic.DefaultAioHttpClient())
 

@@ -8,12 +8,9 @@ actually implement. Another compatible vendor is one more small subclass of
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any
-
-import openai
-from openai._constants import RAW_RESPONSE_HEADER
-from openai.types.chat import ChatCompletion
+from typing import TYPE_CHECKING, Any
 
 from benchmark.providers.base import (
     ChatMessage,
@@ -26,6 +23,10 @@ from benchmark.providers.images import data_url, openai_image_tokens
 from benchmark.providers.ratelimit_headers import ObservedLimits, openai_limits
 from benchmark.providers.registry import ProviderSpec, register
 from benchmark.providers.sdk import SDKProvider
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletion
 
 OPENAI = "openai"
 OPENAI_COMPATIBLE = "openai-compatible"
@@ -48,10 +49,16 @@ class OpenAIChatProvider(SDKProvider):
     reserved_params = frozenset({"model", "messages", "stream"})
     max_tokens_param = "max_completion_tokens"
 
+    # The SDK is imported when a client is built, not with this module: the registry imports
+    # every adapter in every process, and the SDK costs about 0.5 s of CPU (retry.py).
     def _make_client(self, options: dict[str, Any]) -> openai.OpenAI:
+        import openai
+
         return openai.OpenAI(**options)
 
     def _make_async_client(self, options: dict[str, Any]) -> openai.AsyncOpenAI:
+        import openai
+
         # aiohttp under the SDK's HTTP layer: the default async pool scans every pooled
         # connection on each request, which dominated a worker's CPU at 64 calls in flight.
         return openai.AsyncOpenAI(**options, http_client=openai.DefaultAioHttpClient())
@@ -62,11 +69,12 @@ class OpenAIChatProvider(SDKProvider):
         # rest of a call at benchmark volume (bench/pipeline.py).
         # The raw-response header is what ``with_raw_response`` sets: the SDK then answers its
         # raw response, whose headers carry the rate limits (sdk.py).
+        chat_completion, raw_response_header = _post_names()
         return client.post(
             "/chat/completions",
             body=kwargs,
-            cast_to=ChatCompletion,
-            options={"timeout": timeout_s, "headers": {RAW_RESPONSE_HEADER: "true"}},
+            cast_to=chat_completion,
+            options={"timeout": timeout_s, "headers": {raw_response_header: "true"}},
         )
 
     def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
@@ -157,3 +165,12 @@ register(
         needs_base_url=True,
     )
 )
+
+
+@functools.cache
+def _post_names() -> tuple[type[ChatCompletion], str]:
+    """What ``_send`` posts with, from the SDK the client's construction imported."""
+    from openai._constants import RAW_RESPONSE_HEADER
+    from openai.types.chat import ChatCompletion
+
+    return ChatCompletion, RAW_RESPONSE_HEADER

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import logging
 import random
@@ -27,22 +28,46 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
-
-import anthropic
-import openai
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from benchmark.providers.base import ProviderError
 from core.backoff import backoff_s
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_STATUS_ERRORS = (openai.APIStatusError, anthropic.APIStatusError)
-_TIMEOUT_ERRORS = (openai.APITimeoutError, anthropic.APITimeoutError)
-_CONNECTION_ERRORS = (openai.APIConnectionError, anthropic.APIConnectionError)
-_VALIDATION_ERRORS = (openai.APIResponseValidationError, anthropic.APIResponseValidationError)
+
+@dataclass(frozen=True)
+class _SDKErrors:
+    status: tuple[type[openai.APIStatusError], type[anthropic.APIStatusError]]
+    timeout: tuple[type[openai.APITimeoutError], type[anthropic.APITimeoutError]]
+    connection: tuple[type[openai.APIConnectionError], type[anthropic.APIConnectionError]]
+    validation: tuple[
+        type[openai.APIResponseValidationError], type[anthropic.APIResponseValidationError]
+    ]
+
+
+@functools.cache
+def _sdk_errors() -> _SDKErrors:
+    """The SDKs' exception classes, imported on the first failure to classify rather than with
+    this module: the SDKs are 3,700 modules and about 2 s of CPU, which every process that sets
+    Django up (the registry imports this package) paid at start-up, whether it ever called a
+    vendor or not. A call through an SDK has imported it already."""
+    import anthropic
+    import openai
+
+    return _SDKErrors(
+        status=(openai.APIStatusError, anthropic.APIStatusError),
+        timeout=(openai.APITimeoutError, anthropic.APITimeoutError),
+        connection=(openai.APIConnectionError, anthropic.APIConnectionError),
+        validation=(openai.APIResponseValidationError, anthropic.APIResponseValidationError),
+    )
+
 
 # Key-shaped strings (OpenAI "sk-…", "sk-proj-…", Anthropic "sk-ant-…"), even partly masked.
 _KEY_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
@@ -75,7 +100,8 @@ def classify(exc: BaseException, *, vendor: str) -> Failure | None:
     """What a failed attempt means, or None if ``exc`` is not a vendor failure (a bug)."""
     if isinstance(exc, ProviderError):
         return Failure(str(exc), exc.status, exc.retryable)
-    if isinstance(exc, _STATUS_ERRORS):
+    errors = _sdk_errors()
+    if isinstance(exc, errors.status):
         status = exc.status_code
         detail = _server_message(exc)
         request_id = exc.request_id
@@ -88,7 +114,7 @@ def classify(exc: BaseException, *, vendor: str) -> Failure | None:
             is_retryable_status(status),
             retry_after_s=parse_retry_after(exc.response.headers),
         )
-    if isinstance(exc, _TIMEOUT_ERRORS):  # before _CONNECTION_ERRORS: a subclass of it
+    if isinstance(exc, errors.timeout):  # before errors.connection: a subclass of it
         refused = _connect_failure(exc)
         if refused is not None:
             # The SDKs' aiohttp transport reports a refused connection as a connect timeout.
@@ -96,11 +122,11 @@ def classify(exc: BaseException, *, vendor: str) -> Failure | None:
                 f"{vendor} could not be reached ({type(refused).__name__}: {refused})", None, True
             )
         return Failure(f"{vendor} did not answer before the timeout", None, True)
-    if isinstance(exc, _CONNECTION_ERRORS):
+    if isinstance(exc, errors.connection):
         cause = exc.__cause__
         reason = f" ({type(cause).__name__}: {cause})" if cause else ""
         return Failure(f"{vendor} could not be reached{reason}", None, True)
-    if isinstance(exc, _VALIDATION_ERRORS):
+    if isinstance(exc, errors.validation):
         return Failure(f"{vendor} sent a response that does not fit its API schema", 200, True)
     return None
 

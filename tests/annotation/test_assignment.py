@@ -245,3 +245,48 @@ def test_progress_counts_what_is_done_and_what_is_left_for_each_rater(make_study
     assert rater_progress(rater=other).left == total - 1
     (row,) = home_studies(user=users[0])
     assert (row.done, row.left, row.seconds) == (1, total - 1, 7.0)
+
+
+def test_progress_reuses_a_large_studys_open_count_for_a_moment_and_never_near_the_end(
+    make_study, make_annotators, monkeypatch, django_assert_num_queries
+):
+    """Issue #20 part 5: a web process counts the study's open items at most once per
+    ``OPEN_ITEMS_REUSE_S`` while more than ``OPEN_ITEMS_EXACT_BELOW`` are left (the bound is
+    lowered here: the test study is small). What is left then lags what other processes do by
+    that long at most; an item this process opens or closes, and a count that would leave the
+    rater no more than the bound, are counted afresh."""
+    from annotation import selectors
+
+    clock = [1000.0]
+    monkeypatch.setattr(selectors.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(selectors, "_open_items", {})
+    users = make_annotators(2)
+    study = make_study(annotators=users, overlap=2)
+    total = study.items.count()
+    monkeypatch.setattr(selectors, "OPEN_ITEMS_EXACT_BELOW", total - 2)
+    me, other = (rater(study, u) for u in users)
+
+    def elsewhere_one_item_is_completed():  # as another web process would, unseen here
+        open_item = study.items.filter(completed_answers=0).order_by("-position").first()
+        StudyItem.objects.filter(pk=open_item.pk).update(completed_answers=2)
+
+    assert selectors.rater_progress(rater=me).left == total  # counted, kept for a moment
+    elsewhere_one_item_is_completed()
+    with django_assert_num_queries(1):
+        assert selectors.rater_progress(rater=me).left == total  # the count of a moment ago
+    clock[0] += selectors.OPEN_ITEMS_REUSE_S
+    assert selectors.rater_progress(rater=me).left == total - 1  # counted afresh
+    # My answer leaves the item open (1 of 2), and what is left to me at the bound: the reused
+    # count is not trusted there, and the study's open items are counted again.
+    submit(me, assignment_next(rater=me), "reuse-1")
+    with django_assert_num_queries(2):
+        assert selectors.rater_progress(rater=me).left == total - 2
+    # The other annotator's answer, in this process, completes that item: counted afresh.
+    submit(other, assignment_next(rater=other), "reuse-2")
+    with django_assert_num_queries(1):
+        assert selectors.rater_progress(rater=me).left == total - 2
+    # A study whose open items are at most the bound is always counted afresh.
+    monkeypatch.setattr(selectors, "OPEN_ITEMS_EXACT_BELOW", total)
+    elsewhere_one_item_is_completed()
+    with django_assert_num_queries(1):
+        assert selectors.rater_progress(rater=me).left == total - 3

@@ -105,6 +105,37 @@ def test_pairwise_by_keyboard_alone_with_reload_resume_and_undo(
     assert page.dialogs == []
 
 
+def test_an_answer_is_one_request_and_brings_the_next_item(
+    page, live_server, make_study, make_annotators
+):
+    """What the annotation benchmark simulates (bench/annotation_next.py, issue #20 part 5): Start
+    is one POST; after it each answer is one POST whose response is the next item, swapped in
+    with no Next and nothing else fetched."""
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1, max_items=5)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    page.wait_for_load_state("networkidle")
+    sent: list[str] = []
+    page.on("request", lambda request: sent.append(f"{request.method} {request.url}"))
+    item = press_until_new_item(page, "Enter", "")  # Start
+    page.wait_for_load_state("networkidle")
+    assert sent == [f"POST {live_server.url}/annotate/{study.pk}/next"]
+    for _ in range(3):
+        sent.clear()
+        # As a person would: only once htmx has taken the new form in (its data set on it).
+        page.wait_for_function(
+            "() => { const f = document.querySelector('#workspace form[data-answer]');"
+            " return f && f['htmx-internal-data']; }"
+        )
+        page.keyboard.press("1")
+        page.keyboard.press("Shift+Digit3")
+        answered, item = item, press_until_new_item(page, "Enter", item)
+        page.wait_for_load_state("networkidle")
+        assert sent == [f"POST {live_server.url}/annotate/{study.pk}/items/{answered}/answer"]
+    assert Answer.objects.filter(assignment__rater__user=user).count() == 3
+
+
 def test_arena_pairs_by_keyboard_alone_deswapped_with_undo(
     page, live_server, make_study, make_annotators
 ):

@@ -229,7 +229,13 @@ def test_leases_places_and_progress_are_the_orms(make_study):
             )
         )
         left = home_studies(user=r.user)[0].left  # the ORM's count of what is left
-        assert sql.progress_counts(r) == (done.count(), pytest.approx(seconds), left)
+        counts = sql.progress_counts(r)
+        assert (counts.done, counts.seconds, counts.open_items - counts.held_before) == (
+            done.count(),
+            pytest.approx(seconds),
+            left,
+        )
+        assert sql.progress_counts(r, open_items=counts.open_items) == counts
     for item in StudyItem.objects.filter(study=study):
         taken = Assignment.objects.filter(item=item).filter(
             Q(state=AssignmentState.DONE)

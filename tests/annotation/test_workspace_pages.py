@@ -311,3 +311,34 @@ def test_lapsed_assignment_is_shown_as_such(pair):
     Assignment.objects.filter(pk=a.pk).update(state=AssignmentState.LAPSED)
     page = client.get(reverse("annotation:item", args=[study.pk, a.item.token]))
     assert page.status_code == 200 and "data-answer" not in page.content.decode()
+
+
+def test_the_annotation_hot_path_runs_exactly_its_statements(
+    make_study, make_annotators, client, django_assert_num_queries
+):
+    """Issue #20 part 5: the requests of an annotator at work — the answer that hands out the
+    next item (one request an item, as the page works: tests/annotation/test_browser.py), and
+    Next on the item shown — pinned to their statements, so that an added round trip fails here
+    and is not found later as CPU on the annotation benchmark. Counted by Django, BEGIN/COMMIT
+    and the session and user reads included."""
+    users = make_annotators(2)
+    study = make_study(annotators=users, overlap=2)
+    client.force_login(users[0])
+    shown = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+    for _ in range(2):  # the second answer's hand-out runs as every later one does
+        # session, user, the assignment (access); the answer's transaction: BEGIN, rater lock,
+        # the item locked with the key's earlier answer, INSERT answer, UPDATE assignment,
+        # UPDATE item, COMMIT; the hand-out's: BEGIN, rater lock, leases, the first candidate,
+        # its places, INSERT assignment, COMMIT; then progress and the conversation.
+        with django_assert_num_queries(19):
+            shown = client.post(
+                reverse("annotation:answer", args=[study.pk, token_of(shown)]),
+                pairwise_answer(shown),
+                headers=HTMX,
+            )
+        assert shown.status_code == 200 and token_of(shown)
+    # Next on the item shown: session, user, the rater with its study, the lease (nothing to
+    # write: its lease is fresh), progress, the conversation.
+    with django_assert_num_queries(6):
+        again = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
+    assert token_of(again) == token_of(shown)

@@ -1,7 +1,8 @@
 """prune_turn_images: the turn-image files no TurnImage references any more (their dialogues
 deleted) are reported, and removed with --delete — originals and display copies — with their
 counts and bytes; a referenced file (one still shared by another dialogue's turn) and a file
-younger than the minimum age are never removed. The real filesystem storage, in a temp dir."""
+younger than the minimum age are never removed; nor is a file a scenario's image
+(ScenarioTurnImage) names. The real filesystem storage, in a temp dir."""
 
 import io
 import os
@@ -12,7 +13,14 @@ from django.core.management import CommandError, call_command
 
 from benchmark.corpus.images import ImageStore, check_image
 from benchmark.corpus.importer import corpus_import
-from benchmark.models import Dialogue, TurnImage, display_name_of, turn_image_storage
+from benchmark.models import (
+    Dialogue,
+    ScenarioTurnImage,
+    TurnImage,
+    display_name_of,
+    turn_image_storage,
+)
+from tests.benchmark.curation import scripted
 from tests.factories import dialogue_record, jsonl_bytes, stream
 from tests.images import embedded, image_bytes, with_images
 
@@ -101,3 +109,32 @@ def test_an_empty_storage_and_a_bad_age(storage_dir):
     assert "0 orphaned file(s), 0 bytes" in _prune()
     with pytest.raises(CommandError, match="--min-age-minutes"):
         _prune("--min-age-minutes", "-1")
+
+
+def test_a_scenario_s_image_is_referenced_until_the_scenario_image_is_deleted(storage_dir):
+    data = image_bytes()
+    checked = check_image(data)
+    ImageStore().put(data, checked)
+    image = ScenarioTurnImage.objects.create(
+        scenario=scripted.make_scenario(),
+        turn=2,
+        file=checked.name,
+        sha256=checked.sha256,
+        media_type=checked.media_type,
+        width=checked.width,
+        height=checked.height,
+        byte_size=checked.byte_size,
+        description="a photo of the feature cards",
+    )
+    stored = _files(storage_dir)
+    assert stored == {checked.name, display_name_of(checked.name)}
+    _age(storage_dir)
+
+    report = _prune("--delete")
+    assert "Deleted: 0 orphaned file(s), 0 bytes" in report
+    assert "Kept: 2 referenced file(s)" in report
+    assert _files(storage_dir) == stored
+
+    image.delete()
+    assert "Deleted: 2 orphaned file(s)" in _prune("--delete")
+    assert _files(storage_dir) == set()

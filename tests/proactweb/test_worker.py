@@ -83,6 +83,7 @@ class _Devserver:
                 sys.executable,
                 "manage.py",
                 "devserver",
+                "--skip-checks",  # as `make run` starts it: the web server runs the checks
                 f"127.0.0.1:{self.port}",
                 "--concurrency",
                 "1",

@@ -7,8 +7,9 @@ from benchmark.corpus.images import turn_images_prune
 
 class Command(BaseCommand):
     help = (
-        "Find the files in the turn-image storage that no turn image references any more (both "
-        "the original/ and the display/ copies; left behind when dialogues are deleted) and "
+        "Find the files in the turn-image storage that no turn image and no scenario image "
+        "references any more (both the original/ and the display/ copies; left behind when "
+        "dialogues or scenario images are deleted) and "
         "report how many and how many bytes. A dry run unless --delete. A file still "
         "referenced is never removed, nor one younger than --min-age-minutes (an import may "
         "be writing it)."

@@ -7,7 +7,13 @@ import re
 import pytest
 
 from benchmark.corpus.schema import OFFICIAL_KEYS
-from benchmark.curation.agent_views import AssistantView, PlannerView, UserAgentView, UserOrder
+from benchmark.curation.agent_views import (
+    AssistantView,
+    Exchange,
+    PlannerView,
+    UserAgentView,
+    UserOrder,
+)
 from benchmark.curation.loop import CurationError, curate_dialogue, leaked_tokens
 from benchmark.curation.services import curation_spec_for
 from tests.benchmark.curation import scripted
@@ -221,7 +227,10 @@ def test_views_have_no_field_for_what_their_agent_must_not_see():
         view: {f.name for f in dataclasses.fields(view)}
         for view in (PlannerView, UserAgentView, AssistantView)
     }
-    assert fields[AssistantView] == {"conversation", "user_message"}
+    # The images a user message carries (scenario images): sent to the Assistant alone; the
+    # other views render the conversation as text (test_scenario_images.py checks the requests).
+    assert fields[AssistantView] == {"conversation", "user_message", "user_images"}
+    assert {f.name for f in dataclasses.fields(Exchange)} == {"user", "assistant", "images"}
     assert fields[UserAgentView] == {"order", "persona", "style", "conversation"}
     assert "style" not in fields[PlannerView]
     assert {f.name for f in dataclasses.fields(UserOrder)} == {
