@@ -28,7 +28,7 @@ import functools
 import sys
 from collections.abc import Iterator, Sequence
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import F, Func, QuerySet, TextField
 
 from stats.exports import _NUMERIC_TEXT, FORMULA_STARTS, csv_chunks
@@ -201,7 +201,13 @@ def copy_csv_chunks(
         # cost sets it off, and compiling took longer than the whole COPY runs without it.
         cursor.execute("SET extra_float_digits = 1; SET jit = off")
         try:
-            with cursor.cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv)", params) as copy:
+            # A stream abandoned part way cancels the COPY, which fails the transaction it runs
+            # in: in its own transaction, or a savepoint inside the caller's, only that is
+            # rolled back and the connection stays usable (the settings are restored after).
+            with (
+                transaction.atomic(using=queryset.db),
+                cursor.cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv)", params) as copy,
+            ):
                 rows: list[memoryview | bytes] = []
                 size = 0
                 for row in copy:

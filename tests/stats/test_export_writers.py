@@ -307,12 +307,10 @@ def test_copy_is_every_field_through_csv_value_on_generated_values():
     check()
 
 
-@needs_postgresql
-@pytest.mark.django_db
-def test_an_abandoned_copy_leaves_the_connection_usable():
+def _abandon_a_copy_and_read_again():
     build_run(dialogues=1)
     # Enough text that the COPY is still sending when the reader walks away.
-    Judgment.objects.update(rationale="x" * 100_000)
+    Judgment.objects.update(rationale="x" * 1_000_000)
     export = RAW_EXPORTS["judgments"]
     queryset, fields = export.query({})
     chunks = copy_csv_chunks(header=export.header, queryset=queryset, fields=fields)
@@ -320,6 +318,20 @@ def test_an_abandoned_copy_leaves_the_connection_usable():
     assert len(next(chunks)) >= CHUNK_BYTES
     chunks.close()
     assert Judgment.objects.count() > 0
+
+
+@needs_postgresql
+@pytest.mark.django_db
+def test_an_abandoned_copy_leaves_the_connection_usable_inside_a_transaction():
+    # The cancelled COPY fails only its savepoint, not the caller's transaction.
+    _abandon_a_copy_and_read_again()
+
+
+@needs_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_an_abandoned_copy_leaves_the_connection_usable_in_autocommit():
+    # As the web server streams it: no transaction around the view's response.
+    _abandon_a_copy_and_read_again()
 
 
 def test_copy_refuses_a_column_it_has_no_form_for(db):
