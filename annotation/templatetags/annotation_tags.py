@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 from functools import lru_cache
 from html import escape
-from typing import cast
+from typing import NamedTuple, cast
 
 from django import template
 from django.forms import BoundField, ChoiceField
@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from annotation.kinds.base import StudyKind
+from core.long_text import max_display_chars
 from core.markdown import readable
 from core.turn_images import turn_images_markup
 
@@ -96,6 +97,19 @@ def hidden(field: BoundField) -> SafeString:
 
 # A conversation this long folds its earlier messages (all but the last two) under a summary.
 CHAT_FOLD_AFTER = 4
+# Conversations kept rendered per process (``chat_bubbles``): more than a study's triggers
+# usually are (the annotation benchmark's pairwise study has 191), at ~50 KB of markup each.
+CHAT_CACHE_SIZE = 256
+
+
+class _Image(NamedTuple):
+    sha256: str
+    alt: str
+
+
+# What a conversation's markup depends on, and nothing else: the display cap (where long texts
+# are cut), then each message's role, text and images. The cache key of ``_bubbles``.
+_ChatKey = tuple[int, tuple[tuple[str, str, tuple[_Image, ...]], ...]]
 
 
 @register.filter
@@ -109,16 +123,40 @@ def chat_bubbles(messages: list[dict]) -> SafeString:
     not fetched). In a conversation of more than ``CHAT_FOLD_AFTER`` messages the earlier
     ones are in an open ``<details>``: collapsible without JavaScript. A user message's
     ``images`` (rows with ``sha256`` and ``alt``) follow its text as thumbnails; the latest
-    one's first image answers the zoom key (core/turn_images.py)."""
+    one's first image answers the zoom key (core/turn_images.py).
+
+    Kept rendered per process, keyed by the content itself (``_ChatKey``), so never stale:
+    every item at one trigger shows the same conversation to each of its annotators whatever
+    the replies and their sides, and rendering it (Markdown, raw text, ~20 messages) was about
+    a fifth of a web worker's CPU per answer on the annotation benchmark (bench/README.md).
+    The markup depends on the content only — nothing of the item, its replies, models or
+    sides — so sharing it between items keeps the workspace blind."""
+    key: _ChatKey = (
+        max_display_chars(),
+        tuple(
+            (
+                m["role"],
+                m["text"],
+                tuple(_Image(image.sha256, image.alt) for image in m.get("images") or ()),
+            )
+            for m in messages
+        ),
+    )
+    return _bubbles(key)
+
+
+@lru_cache(maxsize=CHAT_CACHE_SIZE)
+def _bubbles(key: _ChatKey) -> SafeString:
+    messages = key[1]
     last = len(messages) - 1
-    with_images = [n for n, m in enumerate(messages) if m.get("images")]
+    with_images = [n for n, (_, _, images) in enumerate(messages) if images]
     zoom_at = with_images[-1] if with_images else None
     bubbles = [
-        f'<div class="bubble {escape(m["role"])}{" is-current" if n == last else ""}">'
-        f'<div class="who">{"User" if m["role"] == "user" else "Assistant"}</div>'
-        f"{readable(m['text'])}"
-        f"{turn_images_markup(m.get('images') or (), zoom_key=n == zoom_at)}</div>"
-        for n, m in enumerate(messages)
+        f'<div class="bubble {escape(role)}{" is-current" if n == last else ""}">'
+        f'<div class="who">{"User" if role == "user" else "Assistant"}</div>'
+        f"{readable(text)}"
+        f"{turn_images_markup(images, zoom_key=n == zoom_at)}</div>"
+        for n, (role, text, images) in enumerate(messages)
     ]
     if len(bubbles) > CHAT_FOLD_AFTER:
         earlier = len(bubbles) - 2

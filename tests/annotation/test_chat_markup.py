@@ -2,8 +2,9 @@
 texts are model and corpus output, shown as sanitised Markdown beside their escaped raw text."""
 
 import re
+from types import SimpleNamespace
 
-from annotation.templatetags.annotation_tags import CHAT_FOLD_AFTER, chat_bubbles
+from annotation.templatetags.annotation_tags import CHAT_FOLD_AFTER, _bubbles, chat_bubbles
 from tests.texts import sides
 
 
@@ -57,3 +58,25 @@ def test_a_long_conversation_folds_its_earlier_messages_open():
 
 def test_an_empty_conversation_is_empty():
     assert str(chat_bubbles([])) == ""
+
+
+def test_a_conversation_is_rendered_once_per_process_and_never_served_stale(settings):
+    """The bubbles are kept by their content (issue #20 part 5): the same conversation again
+    is the same markup without rendering; any change to what it shows renders afresh."""
+    messages = [
+        {"role": "user", "text": "Which **stand** first? " + "word " * 40},
+        {"role": "assistant", "text": "The *north* one."},
+    ]
+    first = str(chat_bubbles(messages))
+    before = _bubbles.cache_info()
+    again = str(chat_bubbles([dict(m) for m in messages]))  # equal content, new objects
+    assert again == first
+    assert _bubbles.cache_info().hits == before.hits + 1
+    edited = str(chat_bubbles([messages[0], {"role": "assistant", "text": "The *south* one."}]))
+    assert "<em>south</em>" in edited and "north" not in edited
+    settings.PROACTBENCH_DISPLAY_MAX_CHARS = 60  # the display cap moves the cut
+    cut = str(chat_bubbles(messages))
+    assert cut != first and "show all" in cut.lower()
+    image = {"role": "user", "text": "Look.", "images": [SimpleNamespace(sha256="a" * 64, alt="x")]}
+    other = {"role": "user", "text": "Look.", "images": [SimpleNamespace(sha256="b" * 64, alt="x")]}
+    assert ("a" * 64) in str(chat_bubbles([image])) and ("b" * 64) in str(chat_bubbles([other]))
