@@ -158,19 +158,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that a Celery worker started by a test can open the test database
     # (the test passes its path on); one per test process, so two test runs never collide.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
-    "DB_SERVER_SIDE_BINDING", True
-):
-    # Parameters bound by the server rather than quoted into the text by psycopg: a statement's
-    # text is then the same whatever its values, so psycopg prepares it once it has run five
-    # times on a connection (``prepare_threshold``; Django's default, None, prepares nothing)
-    # and PostgreSQL stops planning it again (psycopg keeps its 100 latest per connection) —
-    # planning a hot-path statement took as long as running it (EXPLAIN ANALYZE of the next
-    # candidate on a warm connection: 0.27–0.35 ms planning, 0.27–0.39 ms execution), and the
-    # quoting was ~5 % of a web worker's CPU per answer (bench/README.md, issue #20 part 5).
-    # Off for a connection pooler that cannot keep prepared statements (PgBouncer in
-    # transaction mode before 1.21).
-    DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery --------------------------------------------------------------------------------

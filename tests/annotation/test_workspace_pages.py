@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.kinds.dialogue_audit import AUDIT_CHECK_KEYS
-from annotation.models import Answer, Assignment, AssignmentState, Rater, Study
+from annotation.models import Answer, Assignment, AssignmentState
 from annotation.services.assignments import assignment_next
 from tests.annotation.conftest import rater
 
@@ -342,19 +342,3 @@ def test_the_annotation_hot_path_runs_exactly_its_statements(
     with django_assert_num_queries(6):
         again = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
     assert token_of(again) == token_of(shown)
-
-
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements: PostgreSQL")
-def test_the_statements_an_annotator_repeats_are_prepared_on_postgresql(pair):
-    """Issue #20 part 5: parameters are bound by the server (settings), so a statement's text is
-    the same whatever its values and psycopg prepares those a connection runs often: PostgreSQL
-    plans them once, not on every request."""
-    study, users, client = pair
-    url = reverse("annotation:next", args=[study.pk])
-    for _ in range(7):  # Start, then Next on the item shown: the same statements each time
-        assert client.post(url, headers=HTMX).status_code == 200
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement FROM pg_prepared_statements")
-        prepared = [row[0] for row in cursor.fetchall()]
-    access = f"FROM {Rater._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"
-    assert any(access in text and "$1" in text for text in prepared), prepared
