@@ -48,6 +48,49 @@ def radios(field: BoundField) -> tuple[Radio, ...]:
     )
 
 
+@register.filter
+def keyed_options(field: BoundField, class_prefix: str = "") -> SafeString:
+    """A radio field's options as labels answering their keys, each
+    ``<label class="opt" data-keys="…">input label <kbd>key</kbd></label>``; with
+    ``class_prefix`` (``"verdict"``) each label also has the class ``verdict-<value>`` (the
+    value lower-cased). The markup the templates' loop over ``radios`` wrote, written at once:
+    that loop was a tenth of the workspace's render time (four variables an option)."""
+    return _keyed_options(radios(field), class_prefix)
+
+
+@register.filter
+def shift_options(field: BoundField) -> SafeString:
+    """The confidence options (Shift+1 … Shift+5): ``<label class="opt"
+    data-shift-keys="value">input label</label>`` each (see ``keyed_options``)."""
+    return SafeString(
+        "".join(
+            format_html(
+                '<label class="opt" data-shift-keys="{}">{} {}</label>',
+                radio.data["value"],
+                radio.tag,
+                radio.choice_label,
+            )
+            for radio in radios(field)
+        )
+    )
+
+
+def _keyed_options(options: tuple[Radio, ...], class_prefix: str) -> SafeString:
+    return SafeString(
+        "".join(
+            format_html(
+                '<label class="opt{}" data-keys="{}">{} {} <kbd>{}</kbd></label>',
+                f" {class_prefix}-{radio.data['value'].lower()}" if class_prefix else "",
+                radio.keys,
+                radio.tag,
+                radio.choice_label,
+                radio.kbd,
+            )
+            for radio in options
+        )
+    )
+
+
 @lru_cache(maxsize=1024)
 def _radios(
     name: str,

@@ -4,10 +4,11 @@ form can be in: fresh, refilled after an undo, bound with an answer, bound with 
 
 import pytest
 from django import forms
+from django.template import Context, Template
 
 from annotation import kinds
 from annotation.models import Assignment, Study
-from annotation.templatetags.annotation_tags import hidden, radios
+from annotation.templatetags.annotation_tags import hidden, keyed_options, radios, shift_options
 
 FORMS = {kind.key: kind.answer_form for kind in kinds.all_kinds()}
 
@@ -62,3 +63,42 @@ def test_a_radio_value_is_escaped():
     (radio,) = radios(Hostile()["pick"])
     assert "<script>" not in str(radio.tag) and "&lt;script&gt;" in str(radio.tag)
     assert str(radio.tag) == str(list(Hostile()["pick"])[0].tag())
+
+
+# The loops over ``radios`` that ``keyed_options`` and ``shift_options`` replaced, as they were.
+LOOPS = {
+    "keyed": '{% for radio in field|radios %}<label class="opt" data-keys="{{ radio.keys }}">'
+    "{{ radio.tag }} {{ radio.choice_label }} <kbd>{{ radio.kbd }}</kbd></label>{% endfor %}",
+    "verdict": '{% for radio in field|radios %}<label class="opt verdict-'
+    '{{ radio.data.value|lower }}" data-keys="{{ radio.keys }}">{{ radio.tag }} '
+    "{{ radio.choice_label }} <kbd>{{ radio.kbd }}</kbd></label>{% endfor %}",
+    "shift": '{% for radio in field|radios %}<label class="opt" data-shift-keys='
+    '"{{ radio.data.value }}">{{ radio.tag }} {{ radio.choice_label }}</label>{% endfor %}',
+}
+
+
+@pytest.mark.parametrize("kind", list(FORMS))
+def test_option_labels_are_written_as_the_template_loops_wrote_them(kind):
+    study = Study(kind=kind, name="s", reason_required=False)
+    assignment = Assignment(display={"order": ["A", "B"]})
+    loops = {name: Template("{% load annotation_tags %}" + loop) for name, loop in LOOPS.items()}
+    compared = 0
+    for form in _states(FORMS[kind], study, assignment):
+        for bound in form:
+            if isinstance(bound.field.widget, forms.RadioSelect):
+                context = Context({"field": bound})
+                assert keyed_options(bound) == loops["keyed"].render(context)
+                assert keyed_options(bound, "verdict") == loops["verdict"].render(context)
+                assert shift_options(bound) == loops["shift"].render(context)
+                compared += 1
+    assert compared  # the comparison really ran
+
+
+def test_option_labels_escape_the_value_and_label():
+    class Hostile(forms.Form):
+        pick = forms.ChoiceField(
+            choices=[('"><script>x()</script>', "<b>label</b>")], widget=forms.RadioSelect
+        )
+
+    for markup in (keyed_options(Hostile()["pick"], "verdict"), shift_options(Hostile()["pick"])):
+        assert "<script>" not in markup and "<b>" not in markup
