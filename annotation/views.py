@@ -35,7 +35,6 @@ from annotation.kinds.base import COMMON_SHORTCUTS, StudyKind
 from annotation.models import (
     Assignment,
     AssignmentState,
-    FlagCategory,
     Rater,
     Study,
     StudyStatus,
@@ -153,7 +152,6 @@ def _workspace(
         "assignment": assignment,
         "progress": progress,
         "saved": saved,
-        "flag_categories": FlagCategory.choices,
         "time_left_s": _time_left_s(assignment, now) if holding else None,
         "shortcuts": kind.all_shortcuts(),
         "notice": notice,

@@ -1,5 +1,5 @@
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from html import escape
 from typing import NamedTuple, cast
 
@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from annotation.kinds.base import StudyKind
+from annotation.models import FlagCategory
 from core.long_text import max_display_chars
 from core.markdown import readable
 from core.turn_images import turn_images_markup
@@ -122,6 +123,25 @@ def _radios(
             option_keys[0] if option_keys else "",
         )
         for index, ((value, label), option_keys) in enumerate(zip(choices, keys, strict=True))
+    )
+
+
+@register.simple_tag
+@cache
+def flag_options() -> SafeString:
+    """The flag dialog's category options (the first focused when it opens). The same on
+    every item, so written once per process rather than looped over in every workspace."""
+    return SafeString(
+        "".join(
+            format_html(
+                '<label class="opt"><input type="radio" name="category" value="{}" required{}>'
+                " {}</label>",
+                value,
+                SafeString(" autofocus") if n == 0 else "",
+                label,
+            )
+            for n, (value, label) in enumerate(FlagCategory.choices)
+        )
     )
 
 

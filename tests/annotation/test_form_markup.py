@@ -7,8 +7,14 @@ from django import forms
 from django.template import Context, Template
 
 from annotation import kinds
-from annotation.models import Assignment, Study
-from annotation.templatetags.annotation_tags import hidden, keyed_options, radios, shift_options
+from annotation.models import Assignment, FlagCategory, Study
+from annotation.templatetags.annotation_tags import (
+    flag_options,
+    hidden,
+    keyed_options,
+    radios,
+    shift_options,
+)
 
 FORMS = {kind.key: kind.answer_form for kind in kinds.all_kinds()}
 
@@ -102,3 +108,13 @@ def test_option_labels_escape_the_value_and_label():
 
     for markup in (keyed_options(Hostile()["pick"], "verdict"), shift_options(Hostile()["pick"])):
         assert "<script>" not in markup and "<b>" not in markup
+
+
+def test_flag_options_are_written_as_the_template_loop_wrote_them():
+    loop = Template(
+        '{% for value, label in flag_categories %}<label class="opt"><input type="radio" '
+        'name="category" value="{{ value }}" required{% if forloop.first %} autofocus'
+        "{% endif %}> {{ label }}</label>{% endfor %}"
+    )
+    assert flag_options() == loop.render(Context({"flag_categories": FlagCategory.choices}))
+    assert flag_options().count('type="radio"') == len(FlagCategory.choices)
