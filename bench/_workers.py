@@ -27,6 +27,55 @@ from core.processes import celery_worker_argv  # noqa: E402  (after the path is 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
 
+# --- Environments ---------------------------------------------------------------------------
+
+
+def worker_env(
+    *,
+    database_url: str,
+    redis_url: str,
+    in_flight: int,
+    batch_size: int,
+    log_level: str = "WARNING",
+) -> dict[str, str]:
+    """The environment of a pipeline benchmark — its own process (which launches the runs) and
+    the Celery workers it starts: this process's, pointed at the benchmark's scratch database and
+    Redis, with each worker's calls in flight and batch size as the benchmark sets them. The
+    caller adds what it alone needs (an API key's variable, a shared ``SECRET_KEY``)."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "LOG_LEVEL": log_level,
+        "EVAL_MAX_CALLS_IN_FLIGHT": str(in_flight),
+        "EVAL_BATCH_SIZE": str(batch_size),
+    }
+
+
+def web_env(*, database_url: str, secret_key_prefix: str) -> dict[str, str]:
+    """The environment of a web benchmark — gunicorn and the process that prepares its data:
+    this process's with production's settings (``DEBUG`` off, a secret key of its own,
+    connections kept through the run) served over plain HTTP on localhost, so without secure
+    cookies, and without Redis (``REDIS_URL`` dropped, as these benchmarks have always run:
+    nothing they queue reaches the caller's Redis)."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "proactweb.settings",
+        "DEBUG": "0",
+        "SECRET_KEY": secret_key_prefix + "x" * 40,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SESSION_COOKIE_SECURE": "0",
+        "CSRF_COOKIE_SECURE": "0",
+        "LOG_LEVEL": "WARNING",
+        # Connections live through the run (as in production), so the database processes
+        # measured at the start are the ones still working at the end.
+        "DB_CONN_MAX_AGE": "600",
+    }
+    env.pop("REDIS_URL", None)
+    return env
+
+
 # --- Scratch databases ----------------------------------------------------------------------
 
 

@@ -47,6 +47,7 @@ from _workers import (  # noqa: E402
     recreate_database,
     start_gunicorn,
     stop_gunicorn,
+    web_env,
 )
 from machine import speed_probe  # noqa: E402
 
@@ -308,25 +309,6 @@ def _pct(values: list[float], q: float) -> float:
 LABEL_STUDIO = {"answers_per_s": 8.5, "next_p95_ms": 3900.0}
 
 
-def _environment(database_url: str) -> dict:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "proactweb.settings",
-        "DEBUG": "0",
-        "SECRET_KEY": "annotation-benchmark-only-" + "x" * 40,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "SESSION_COOKIE_SECURE": "0",
-        "CSRF_COOKIE_SECURE": "0",
-        "LOG_LEVEL": "WARNING",
-        # Connections live through the run (as in production), so the database processes
-        # measured at the start are the ones still working at the end.
-        "DB_CONN_MAX_AGE": "600",
-    }
-    env.pop("REDIS_URL", None)
-    return env
-
-
 def _run(args, annotators: int, think_ms: float) -> dict:
     """One load on a fresh database: prints its table, returns its figures."""
     from django.conf import settings
@@ -335,7 +317,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
     if settings.configured:  # a previous load's connection: its database is dropped now
         connections.close_all()
     recreate_database(args.database_url)
-    env = _environment(args.database_url)
+    env = web_env(database_url=args.database_url, secret_key_prefix="annotation-benchmark-only-")
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     study_id, sessions, items = _prepare(args, annotators)

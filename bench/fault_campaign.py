@@ -22,7 +22,6 @@ Ends with a RESULT line.
 import argparse
 import atexit
 import functools
-import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from _workers import (  # noqa: E402  (after the path is set)
     setup_django,
     start_fake_server,
     wait_for_workers,
+    worker_env,
 )
 
 KEY_ENV = "FAULT_CAMPAIGN_ANTHROPIC_API_KEY"
@@ -170,16 +170,14 @@ def main() -> None:
     atexit.register(redis_server.stop)
     redis_url = f"redis://127.0.0.1:{args.redis_port}/0"
     ensure_database(args.database_url)
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database_url,
-        "REDIS_URL": redis_url,
-        "LOG_LEVEL": "ERROR",
-        "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
-        "EVAL_BATCH_SIZE": str(args.batch_size),
-        "EVAL_SWEEP_INTERVAL_S": str(args.sweep_s),
-        KEY_ENV: "sk-ant-fault-campaign-key",
-    }
+    env = worker_env(
+        database_url=args.database_url,
+        redis_url=redis_url,
+        in_flight=args.in_flight,
+        batch_size=args.batch_size,
+        log_level="ERROR",
+    )
+    env.update({"EVAL_SWEEP_INTERVAL_S": str(args.sweep_s), KEY_ENV: "sk-ant-fault-campaign-key"})
     setup_django(env)
     from django.db import connection
 

@@ -164,16 +164,14 @@ def main() -> None:
     biggest_run = max(args.seconds * expected_per_s(n) for n in steps)
 
     _workers.ensure_database(args.database_url)
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database_url,
-        "REDIS_URL": args.redis_url,
-        "LOG_LEVEL": "WARNING",
-        "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
-        "EVAL_BATCH_SIZE": str(args.batch_size),
-        # Shared by every host of a deployment (docs/pipeline.md, "Workers on many hosts").
-        "SECRET_KEY": "hosts-benchmark-only-" + "x" * 40,
-    }
+    env = _workers.worker_env(
+        database_url=args.database_url,
+        redis_url=args.redis_url,
+        in_flight=args.in_flight,
+        batch_size=args.batch_size,
+    )
+    # Shared by every host of a deployment (docs/pipeline.md, "Workers on many hosts").
+    env["SECRET_KEY"] = "hosts-benchmark-only-" + "x" * 40
     _workers.setup_django(env)
     summary = _workers.fresh_corpus(redis_url=args.redis_url, copies=1 + int(biggest_run) // 624)
 

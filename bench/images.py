@@ -44,6 +44,7 @@ from _workers import (  # noqa: E402
     recreate_database,
     start_gunicorn,
     stop_gunicorn,
+    web_env,
 )
 from annotation_next import Think, _cpu_snapshot, _pct  # noqa: E402
 
@@ -282,20 +283,8 @@ async def _annotator(base, page, session, deadline, think, latency, errors, warm
 def measure_serving(args, folder: Path) -> dict:
     recreate_database(args.database_url)
     var_dir = tempfile.mkdtemp(prefix="bench-images-var-")
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database_url,
-        "PROACTWEB_VAR_DIR": var_dir,
-        "DJANGO_SETTINGS_MODULE": "proactweb.settings",
-        "DEBUG": "0",
-        "SECRET_KEY": "images-benchmark-only-" + "x" * 40,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "SESSION_COOKIE_SECURE": "0",
-        "CSRF_COOKIE_SECURE": "0",
-        "LOG_LEVEL": "WARNING",
-        "DB_CONN_MAX_AGE": "600",
-    }
-    env.pop("REDIS_URL", None)
+    env = web_env(database_url=args.database_url, secret_key_prefix="images-benchmark-only-")
+    env["PROACTWEB_VAR_DIR"] = var_dir
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     held = _prepare_serving(args.annotators, folder)

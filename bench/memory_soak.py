@@ -14,7 +14,6 @@ line.
 """
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from _workers import (  # noqa: E402  (after the path is set)
     start_workers,
     stop,
     wait_for_workers,
+    worker_env,
 )
 
 MARKS = (0.05, 0.25, 0.5, 0.75, 1.0)
@@ -54,14 +54,12 @@ def main() -> None:
     queue = "bench-soak"
 
     ensure_database(args.database_url)
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database_url,
-        "REDIS_URL": args.redis_url,
-        "LOG_LEVEL": "WARNING",
-        "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
-        "EVAL_BATCH_SIZE": str(args.batch_size),
-    }
+    env = worker_env(
+        database_url=args.database_url,
+        redis_url=args.redis_url,
+        in_flight=args.in_flight,
+        batch_size=args.batch_size,
+    )
     setup_django(env)
     from django.db.models import Count
 

@@ -25,7 +25,6 @@ and a Redis database of its own: --database-url / --redis-url. Ends with a RESUL
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from _workers import (  # noqa: E402  (after the path is set)
     start_fake_server,
     start_workers,
     wait_for_workers,
+    worker_env,
 )
 
 RSS_EVERY_S = 2.0
@@ -211,14 +211,12 @@ def main() -> None:
     queue = "bench-pipeline"
 
     ensure_database(args.database_url)
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database_url,
-        "REDIS_URL": args.redis_url,
-        "LOG_LEVEL": "WARNING",
-        "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
-        "EVAL_BATCH_SIZE": str(args.batch_size),
-    }
+    env = worker_env(
+        database_url=args.database_url,
+        redis_url=args.redis_url,
+        in_flight=args.in_flight,
+        batch_size=args.batch_size,
+    )
     setup_django(env)
     from django.conf import settings
     from django.db import connection

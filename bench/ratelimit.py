@@ -46,6 +46,7 @@ from _workers import (  # noqa: E402  (after the path is set)
     stop,
     wait_for_run,
     wait_for_workers,
+    worker_env,
 )
 
 VENDORS = {
@@ -121,15 +122,13 @@ def main() -> None:
             sys.exit(f"--only: no such configuration among {VENDORS} x {MODES}")
 
     ensure_database(args.database_url)
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database_url,
-        "REDIS_URL": args.redis_url,
-        "LOG_LEVEL": "WARNING",
-        "EVAL_MAX_CALLS_IN_FLIGHT": str(args.in_flight),
-        "EVAL_BATCH_SIZE": str(args.batch_size),
-        "BENCH_ANTHROPIC_API_KEY": "bench-key",
-    }
+    env = worker_env(
+        database_url=args.database_url,
+        redis_url=args.redis_url,
+        in_flight=args.in_flight,
+        batch_size=args.batch_size,
+    )
+    env["BENCH_ANTHROPIC_API_KEY"] = "bench-key"
     setup_django(env)
     import benchmark.tasks  # noqa: F401  (imported already in a worker that launches a run)
     from benchmark.evaluation import runs

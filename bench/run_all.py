@@ -19,6 +19,7 @@ BENCHMARKS = [
     "fault_campaign.py",
     "memory_soak.py",
     "first_start.py",
+    "compose_scale.py",
 ]
 
 

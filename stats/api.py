@@ -64,7 +64,8 @@ class TableCSVRenderer(BaseRenderer):
 
 class TableQuerySerializer(serializers.Serializer):
     run = serializers.IntegerField(
-        required=False, help_text="Evaluation run id (default: the newest finished run)."
+        required=False,
+        help_text="Evaluation run id (default: the pinned run, else the newest finished).",
     )
     verdicts = serializers.CharField(
         required=False,

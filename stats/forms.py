@@ -12,11 +12,12 @@ class StudyChoiceField(forms.ModelChoiceField):
 
 
 class DashboardFilterForm(forms.Form):
-    """The dashboard's filters. Unbound or invalid values fall back to the defaults: the newest
-    finished run, its primary judge, vanilla replies, no study (a study adds the panels of the
-    tables that read its kind). A run with LLM pairwise judges offers one of them, whose
-    consistent verdicts the run's own ranking panels rank (default: the run's primary judge
-    when it judged pairs, else the first by name)."""
+    """The dashboard's filters. Unbound or invalid values fall back to the defaults: the pinned
+    run, else the newest finished run (``selectors.default_run``), its primary judge, vanilla
+    replies, no study (a study adds the panels of the tables that read its kind). A run with
+    LLM pairwise judges offers one of them, whose consistent verdicts the run's own ranking
+    panels rank (default: the run's primary judge when it judged pairs, else the first by
+    name)."""
 
     run = forms.ModelChoiceField(
         # With its primary judge: the default pairwise judge, when it judged pairs.

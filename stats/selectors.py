@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from django.db.models import Count, FilteredRelation, Q
+from django.db.models import Case, Count, F, FilteredRelation, Q, Value, When
 
 from annotation.kinds.selection import source_label
 from annotation.models import Study
@@ -153,9 +153,13 @@ class TableRequest:
 
 
 def default_run() -> EvaluationRun | None:
-    """The newest finished run, else the newest run."""
-    runs = EvaluationRun.objects.select_related("primary_judge").order_by("-created_at", "-pk")
-    return runs.filter(status=RunStatus.DONE).first() or runs.first()
+    """The pinned run, else the newest finished run, else the newest run (one query)."""
+    finished_first = Case(When(status=RunStatus.DONE, then=Value(0)), default=Value(1))
+    return (
+        EvaluationRun.objects.select_related("primary_judge")
+        .order_by(F("pinned").desc(), finished_first, "-created_at", "-pk")
+        .first()
+    )
 
 
 def run_judge_names(run: EvaluationRun) -> list[str]:

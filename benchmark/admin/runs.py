@@ -146,17 +146,25 @@ class PairwiseJudgeForm(forms.Form):
 @admin.register(EvaluationRun)
 class EvaluationRunAdmin(admin.ModelAdmin):
     form = EvaluationRunForm
-    list_display = ("name", "source", "status", "progress_bar", "created_at", "created_by")
+    list_display = (
+        "name",
+        "source",
+        "status",
+        "progress_bar",
+        "pinned",
+        "created_at",
+        "created_by",
+    )
     list_filter = ("status", "source")
     search_fields = ("name", "notes")
     filter_horizontal = ("dialogues", "endpoints", "judges")
-    actions = ["launch_runs", "cancel_runs", "resume_runs", "retry_errors"]
+    actions = ["launch_runs", "cancel_runs", "resume_runs", "retry_errors", "pin_run", "unpin_runs"]
     change_form_template = "admin/benchmark/evaluationrun/change_form.html"
 
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and obj.status != RunStatus.QUEUED:
-            return (*RUN_DEFINITION, "source", "status")
-        return ("source", "status")
+            return (*RUN_DEFINITION, "source", "status", "pinned")
+        return ("source", "status", "pinned")
 
     def save_model(self, request, obj, form, change):
         if not change:
@@ -226,6 +234,21 @@ class EvaluationRunAdmin(admin.ModelAdmin):
             _audit(request, run, AuditAction.RETRY_ERRORS, note=f"{retried} errored unit(s)")
             total += retried
         messages.info(request, f"{total} errored unit(s) re-enqueued.")
+
+    @admin.action(description="Pin to the dashboard (one run)")
+    def pin_run(self, request, queryset):
+        runs = list(queryset[:2])
+        if len(runs) != 1:
+            messages.error(request, "Select one run: the dashboard opens on one.")
+            return
+        run_service.run_pin(run_id=runs[0].pk)
+        messages.info(request, f"{runs[0]}: pinned; the dashboard opens on it.")
+
+    @admin.action(description="Unpin (the dashboard opens on the newest finished run)")
+    def unpin_runs(self, request, queryset):
+        if queryset.filter(pinned=True).exists():
+            run_service.run_pin(run_id=None)
+        messages.info(request, "No run pinned: the dashboard opens on the newest finished run.")
 
     # --- live progress ---------------------------------------------------------------------
 

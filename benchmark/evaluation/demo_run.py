@@ -20,7 +20,6 @@ judges at the image dialogues' INTERVENTION triggers, which a demo study shows w
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 
 from django.db import transaction
@@ -28,6 +27,7 @@ from django.utils import timezone
 
 from benchmark.evaluation.evidence import grade_evidence
 from benchmark.evaluation.judge_output import pairwise_winner
+from benchmark.evaluation.runs import run_pin
 from benchmark.models import (
     ClassificationState,
     Condition,
@@ -62,8 +62,10 @@ PAIRWISE_FILE = DEMO_DATA / "pairwise_verdicts.jsonl"
 
 @transaction.atomic
 def demo_run_load() -> EvaluationRun:
-    """Create the demo run once (idempotent: an existing demo run is returned unchanged).
-    Needs the demo corpus and the demo endpoints (``load_demo`` creates both first)."""
+    """Create the demo run once (idempotent: an existing demo run is returned unchanged),
+    pinned so that the dashboard opens on it (README, "The first five minutes") unless another
+    run is pinned already; an unpinned demo run stays unpinned. Needs the demo corpus and the
+    demo endpoints (``load_demo`` creates both first)."""
     existing = EvaluationRun.objects.filter(name=DEMO_RUN_NAME).first()
     if existing is not None:
         return existing
@@ -82,6 +84,9 @@ def demo_run_load() -> EvaluationRun:
     )
     run.pairwise_judges.set([endpoints[name] for name in DEMO_JUDGES])
     _pairwise_load(run, units, judges=endpoints)
+    if not EvaluationRun.objects.filter(pinned=True).exists():
+        run_pin(run_id=run.pk)
+        run.refresh_from_db()
     return run
 
 
@@ -89,27 +94,21 @@ def demo_run_load() -> EvaluationRun:
 def demo_image_run_load() -> EvaluationRun:
     """The multimodal demo's run (``make_images.py``'s recorded replies and verdicts at the
     image dialogues' INTERVENTION triggers), created once: an existing one is returned
-    unchanged. Needs the demo image dialogues, the demo endpoints and the demo run
-    (``load_demo`` creates them first).
+    unchanged. Needs the demo image dialogues and the demo endpoints (``load_demo`` creates
+    them first).
 
     A run of its own, so the demo run's tables, studies and recordings read as they always
-    have; dated just before the demo run, because the dashboard opens on the newest finished
-    run and that stays the text demo's (README, "The first five minutes")."""
+    have; newer than the demo run, but the dashboard still opens on the demo run, which is
+    pinned (``demo_run_load``)."""
     existing = EvaluationRun.objects.filter(name=DEMO_IMAGE_RUN_NAME).first()
     if existing is not None:
         return existing
-    demo = EvaluationRun.objects.get(name=DEMO_RUN_NAME)
     dialogues = list(Dialogue.objects.filter(is_demo=True, turns__images__isnull=False).distinct())
     if not dialogues:
         raise ValueError("no demo image dialogues: import image_dialogues.jsonl first")
     endpoints = _demo_endpoints()
     run = _recorded_run(DEMO_IMAGE_RUN_NAME, dialogues, endpoints)
     _recorded_replies(run, ReplayStore.from_demo_data(), dialogues, endpoints)
-    earlier = demo.created_at - timedelta(seconds=1)
-    EvaluationRun.objects.filter(pk=run.pk).update(
-        created_at=earlier, started_at=earlier, finished_at=earlier
-    )
-    run.refresh_from_db()
     return run
 
 

@@ -308,6 +308,20 @@ def run_retry_errors(*, run_id: int) -> int:
     return len(ids)
 
 
+@transaction.atomic
+def run_pin(*, run_id: int | None) -> None:
+    """Make the run ``run_id`` the one the dashboard opens on (``None``: no run; the newest
+    finished one then). Idempotent. Any other pinned run is unpinned first, in the same
+    transaction; of two pins at once, the second to commit fails on the run_one_pinned
+    constraint rather than leaving two runs pinned."""
+    pinned = EvaluationRun.objects.filter(pinned=True)
+    if run_id is None:
+        pinned.update(pinned=False)
+        return
+    pinned.exclude(pk=run_id).update(pinned=False)
+    EvaluationRun.objects.filter(pk=run_id).update(pinned=True)
+
+
 REJUDGEABLE = (RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED)
 """The states a run may be re-judged from: whatever replies it has are final."""
 

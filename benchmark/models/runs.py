@@ -147,9 +147,22 @@ class EvaluationRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     notes = models.TextField(blank=True)
+    pinned = models.BooleanField(
+        default=False,
+        help_text=(
+            "The run the dashboard opens on, and that the statistics API and export_stats read "
+            "when none is named (at most one run; none pinned: the newest finished run)."
+        ),
+    )
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # One default run: pinning another unpins this one first (run_pin).
+            models.UniqueConstraint(
+                fields=["pinned"], condition=Q(pinned=True), name="run_one_pinned"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

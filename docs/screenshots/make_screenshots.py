@@ -1,6 +1,9 @@
 """The README's screenshots, made afresh from the running app so that they stay true.
 
     .venv/bin/python docs/screenshots/make_screenshots.py
+    .venv/bin/python docs/screenshots/make_screenshots.py 1-annotator-home 5-dashboard  # those
+
+Named: only those are written, so that a change to one page leaves the other PNGs as they were.
 
 Migrates a throw-away database in a temporary var directory, loads the demo data and its
 logins (``load_demo``), starts ``manage.py runserver`` on a free local port, logs in as the
@@ -56,7 +59,7 @@ def open_item_at_the_reply(page: Page) -> None:
 
 
 SHOTS = [
-    Shot("1-annotator-home", "annotator1", "/annotate/", height=560),
+    Shot("1-annotator-home", "annotator1", "/annotate/", height=600),  # nine studies
     Shot("2-pairwise-workspace", "annotator1", "/annotate/1/", before=open_first_item),
     Shot("3-audit-workspace", "annotator1", "/annotate/2/", width=1280, before=open_first_item),
     Shot("4-adjudication-evidence", "annotator1", "/annotate/3/", before=open_item_at_the_reply),
@@ -88,12 +91,12 @@ def wait_for(url: str, timeout: float = 60) -> None:
             time.sleep(0.3)
 
 
-def capture(base: str) -> None:
+def capture(base: str, shots: list[Shot]) -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
         )
-        for shot in SHOTS:
+        for shot in shots:
             context = browser.new_context(
                 viewport={"width": shot.width, "height": shot.height}, color_scheme=shot.scheme
             )
@@ -120,6 +123,11 @@ def capture(base: str) -> None:
 
 
 def main() -> None:
+    names = sys.argv[1:]
+    unknown = set(names) - {shot.name for shot in SHOTS}
+    if unknown:
+        sys.exit(f"no such screenshot: {', '.join(sorted(unknown))} (see SHOTS)")
+    shots = [shot for shot in SHOTS if not names or shot.name in names]
     with tempfile.TemporaryDirectory(prefix="proactbench-shots-") as var:
         env = {**os.environ, "PROACTWEB_VAR_DIR": var, "DEBUG": "1"}
         env.pop("DATABASE_URL", None)  # the embedded SQLite database in the temporary directory
@@ -137,7 +145,7 @@ def main() -> None:
         try:
             base = f"http://127.0.0.1:{port}"
             wait_for(f"{base}/accounts/login/")
-            capture(base)
+            capture(base, shots)
         finally:
             server.terminate()
             server.wait(timeout=30)

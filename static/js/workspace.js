@@ -245,10 +245,15 @@
   );
   // After every swap of #workspace (a new element, so it has no "shown" mark yet): on
   // afterSwap, in the same task as the swap, as no key can arrive in between; the settle comes
-  // a timer later, when the annotator may already be typing in the new item.
+  // a timer later, when the annotator may already be typing in the new item. htmx itself takes
+  // the new form in (its hx-post) only at that settle: a key or a click in between would send
+  // the form natively (a full-page POST and redirect: nothing lost, but the page flashes), so
+  // it is processed here at once; htmx's own pass at the settle then finds it done.
   document.addEventListener("htmx:afterSwap", () => {
     const ws = workspace();
-    if (ws && ws.dataset.shown !== "1") itemShown();
+    if (!ws || ws.dataset.shown === "1") return;
+    itemShown();
+    if (window.htmx) window.htmx.process(ws);
   });
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", itemShown);
   else itemShown();

@@ -189,7 +189,8 @@ class TableSpec:
     title: str
     description: str  # the API operation's description
     columns: tuple[Column, ...]
-    needs: Needs  # RUN: a run's verdicts (default: the newest finished run); STUDY: a study
+    # RUN: a run's verdicts (default: the pinned run, else the newest finished); STUDY: a study
+    needs: Needs
     build: Callable[[TableRequest], Built]
     display: Display | None = None  # None: not on the dashboard (API and command only)
     charts: Callable[[Table], list[Chart]] | None = None  # drawn when the table has rows

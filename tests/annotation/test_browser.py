@@ -123,17 +123,70 @@ def test_an_answer_is_one_request_and_brings_the_next_item(
     assert sent == [f"POST {live_server.url}/annotate/{study.pk}/next"]
     for _ in range(3):
         sent.clear()
-        # As a person would: only once htmx has taken the new form in (its data set on it).
-        page.wait_for_function(
-            "() => { const f = document.querySelector('#workspace form[data-answer]');"
-            " return f && f['htmx-internal-data']; }"
-        )
-        page.keyboard.press("1")
+        page.keyboard.press("1")  # at once: the swap handed the new form to htmx
         page.keyboard.press("Shift+Digit3")
         answered, item = item, press_until_new_item(page, "Enter", item)
         page.wait_for_load_state("networkidle")
         assert sent == [f"POST {live_server.url}/annotate/{study.pk}/items/{answered}/answer"]
     assert Answer.objects.filter(assignment__rater__user=user).count() == 3
+
+
+# Run in the page: once, on the next item swapped in, the keys of an answer (1, Shift+3,
+# Enter) in a task of their own queued by htmx:afterSwap, so before htmx's settle (a timer of
+# 20 ms after it) — when htmx itself takes a swapped-in form in. Whether the settle was still
+# to come when they were pressed is kept in window.keyedBeforeSettle.
+KEYS_BEFORE_SETTLE = """() => {
+  window.keyedBeforeSettle = null;
+  document.addEventListener("htmx:afterSwap", () => {
+    if (window.keyedBeforeSettle !== null) return;
+    window.keyedBeforeSettle = false;
+    setTimeout(() => {
+      const ws = document.getElementById("workspace");
+      window.keyedBeforeSettle = ws.classList.contains("htmx-settling");
+      for (const [key, code, shiftKey] of [["1", "Digit1", false], ["#", "Digit3", true],
+                                           ["Enter", "Enter", false]]) {
+        ws.dispatchEvent(new KeyboardEvent("keydown", {key, code, shiftKey, bubbles: true}));
+      }
+    }, 0);
+  });
+}"""
+
+
+def test_keys_pressed_before_htmx_settles_a_new_item_still_answer_through_htmx(
+    page, live_server, make_study, make_annotators
+):
+    """Twice a browser test saw an answer go as a plain form POST (a redirect, a full page)
+    when its keys came between the swap of the new item and htmx's settle, a timer later, where
+    htmx used to take the new form in: the workspace now hands the form to htmx at the swap."""
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1, max_items=5)
+    login(page, live_server, user)
+    page.goto(f"{live_server.url}/annotate/{study.pk}/")
+    page.wait_for_load_state("networkidle")
+    page.evaluate(KEYS_BEFORE_SETTLE)
+    sent: list[tuple[str, str, bool, str | None]] = []
+    page.on(
+        "request",
+        lambda r: sent.append(
+            (r.method, r.url, r.is_navigation_request(), r.headers.get("hx-request"))
+        ),
+    )
+    with page.expect_request(re.compile(r".*/answer$")) as answer:
+        page.keyboard.press("Enter")  # Start; the keys answer the item it brings
+    answered = answer.value.url.rsplit("/", 2)[1]  # the item's token
+    page.wait_for_function(
+        "prev => { const ws = document.getElementById('workspace');"
+        " return ws && ws.dataset.item && ws.dataset.item !== prev; }",
+        arg=answered,
+    )
+    assert sent == [
+        ("POST", f"{live_server.url}/annotate/{study.pk}/next", False, "true"),
+        ("POST", f"{live_server.url}/annotate/{study.pk}/items/{answered}/answer", False, "true"),
+    ]
+    # Still the same page (a native POST would have loaded a new one, without the flag).
+    assert page.evaluate("window.keyedBeforeSettle") is True
+    answers = Answer.objects.filter(assignment__rater__user=user)
+    assert [(a.details["choice"], a.confidence) for a in answers] == [("1", 3)]
 
 
 def test_arena_pairs_by_keyboard_alone_deswapped_with_undo(

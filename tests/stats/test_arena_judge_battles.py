@@ -203,7 +203,7 @@ def test_export_stats_ranks_a_judges_battles(demo_run, client_for, researcher):
         .get(_url(RANKING, battles="judge", run=demo_run.pk, verdicts=PRIMARY))
         .json()
     )
-    for run in (["--run", str(demo_run.pk)], []):  # the newest finished run by default
+    for run in (["--run", str(demo_run.pk)], []):  # the default run (pinned by load_demo)
         out = io.StringIO()
         call_command(
             "export_stats", RANKING, "--battles", "judge", *run, "--format", "json", stdout=out,

@@ -22,7 +22,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "table", choices=[spec.name for spec in tables.all_specs()], help="which table"
         )
-        parser.add_argument("--run", type=int, help="evaluation run id (default: newest finished)")
+        parser.add_argument(
+            "--run",
+            type=int,
+            help="evaluation run id (default: the pinned run, else the newest finished)",
+        )
         parser.add_argument("--study", type=int, help="annotation study id (study tables)")
         parser.add_argument(
             "--include-excluded",
@@ -72,7 +76,7 @@ class Command(BaseCommand):
             + " or ".join(selectors.BATTLE_SOURCES)
             + " (study: the live answers of the arena or pairwise study given by --study, the "
             "default; judge: the consistent verdicts of the pairwise judge given by --verdicts "
-            "on the run given by --run, default the newest finished run)",
+            "on the run given by --run, default the pinned run, else the newest finished)",
         )
         parser.add_argument(
             "--ties",

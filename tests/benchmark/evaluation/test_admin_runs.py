@@ -142,3 +142,28 @@ def test_annotators_and_researchers_cannot_touch_runs(client_for, annotator, res
     for user in (annotator, researcher):
         response = client_for(user).get(reverse("admin:benchmark_evaluationrun_changelist"))
         assert response.status_code == 302 and "login" in response.url
+
+
+def test_pin_and_unpin_actions_choose_the_run_the_dashboard_opens_on(client_for, admin_user):
+    first, second = (EvaluationRun.objects.create(name=n, status="done") for n in ("a", "b"))
+    client = client_for(admin_user)
+    changelist = reverse("admin:benchmark_evaluationrun_changelist")
+
+    def act(action: str, *runs: EvaluationRun) -> str:
+        response = client.post(
+            changelist, {"action": action, "_selected_action": [r.pk for r in runs]}, follow=True
+        )
+        return response.content.decode()
+
+    assert "a: pinned; the dashboard opens on it" in act("pin_run", first).lower()
+    assert "b: pinned" in act("pin_run", second).lower()  # the pin moves
+    assert list(EvaluationRun.objects.filter(pinned=True)) == [second]
+    assert "Select one run" in act("pin_run", first, second)
+    assert list(EvaluationRun.objects.filter(pinned=True)) == [second]
+    act("unpin_runs", first)  # not the pinned one: nothing changes
+    assert list(EvaluationRun.objects.filter(pinned=True)) == [second]
+    act("unpin_runs", first, second)
+    assert not EvaluationRun.objects.filter(pinned=True).exists()
+    # Shown on the run's page, set only by the actions.
+    page = client.get(reverse("admin:benchmark_evaluationrun_change", args=[first.pk]))
+    assert b"Pinned" in page.content and b'name="pinned"' not in page.content
