@@ -277,15 +277,16 @@ def units_claim(unit_ids: list[int]) -> tuple[list[EvaluationUnit], str]:
             state=UnitState.RUNNING,
             claimed_at__lt=now - timedelta(seconds=lease_s),
         ).update(**claim)
-    claimed = list(
-        units.filter(claim_token=token).select_related(
-            "run__primary_judge",
-            "run__failure_mode_classifier",
-            "endpoint",
-            "trigger__turn__dialogue",
-        )
-    )
+    claimed = list(units.filter(claim_token=token).select_related("trigger__turn__dialogue"))
+    # A batch's units share a run or two and a few models: each is read and built once and
+    # shared by its units, rather than joined into every unit's row and built per unit
+    # (building them was 6 % of a worker's CPU, bench/pipeline.py).
+    shared_runs = EvaluationRun.objects.select_related("primary_judge", "failure_mode_classifier")
+    run_of = shared_runs.in_bulk({unit.run_id for unit in claimed})
+    endpoint_of = ModelEndpoint.objects.in_bulk({unit.endpoint_id for unit in claimed})
     for unit in claimed:
+        unit.run = run_of[unit.run_id]
+        unit.endpoint = endpoint_of[unit.endpoint_id]
         _live[unit.run_id] = (time.monotonic(), True)  # the claim just saw it running
     return claimed, token
 

@@ -9,8 +9,11 @@ actually implement. Another compatible vendor is one more small subclass of
 from __future__ import annotations
 
 import functools
+import itertools
+import os
+import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from benchmark.providers.base import (
     ChatMessage,
@@ -26,7 +29,6 @@ from benchmark.providers.sdk import SDKProvider
 
 if TYPE_CHECKING:
     import openai
-    from openai.types.chat import ChatCompletion
 
 OPENAI = "openai"
 OPENAI_COMPATIBLE = "openai-compatible"
@@ -66,16 +68,34 @@ class OpenAIChatProvider(SDKProvider):
     def _send(self, client: Any, kwargs: dict[str, Any], timeout_s: float) -> Any:
         # The SDK's own client and HTTP stack, but its generic post: the typed create()
         # re-walks every message through TypedDict transforms, which cost more CPU than the
-        # rest of a call at benchmark volume (bench/pipeline.py).
+        # rest of a call at benchmark volume (bench/pipeline.py). ``cast_to=object`` has the
+        # SDK hand back the JSON as it came (``_parse``): building its pydantic ChatCompletion
+        # cost ~10 % of a worker's CPU, for the five fields ``_result`` reads.
         # The raw-response header is what ``with_raw_response`` sets: the SDK then answers its
         # raw response, whose headers carry the rate limits (sdk.py).
-        chat_completion, raw_response_header = _post_names()
+        # The idempotency key is given, not left to the SDK: it makes one with ``uuid4()``, whose
+        # ``os.urandom`` lets go of the GIL, and the event loop then waits for it behind the
+        # batch threads (5 % of a worker's samples, bench/pipeline.py). The SDK sends no
+        # idempotency header to OpenAI; the key is unique per attempt as the SDK's would be.
         return client.post(
             "/chat/completions",
             body=kwargs,
-            cast_to=chat_completion,
-            options={"timeout": timeout_s, "headers": {raw_response_header: "true"}},
+            cast_to=object,
+            options={
+                "timeout": timeout_s,
+                "headers": {_raw_response_header(): "true"},
+                "idempotency_key": _idempotency_key(),
+            },
         )
+
+    def _parse(self, raw: Any) -> Any:
+        """The response's JSON object with its request id; the text of a body that is not JSON,
+        as the SDK's ``parse()`` answers it (``_checked_result`` refuses it); JSON that is not
+        an object reads as an object without choices (``_result`` refuses it)."""
+        data = raw.parse()
+        if isinstance(data, str):
+            return data
+        return _Completion(data if isinstance(data, dict) else {}, raw.request_id or "")
 
     def _rate_limits(self, headers: Mapping[str, str]) -> ObservedLimits:
         return openai_limits(headers)
@@ -111,34 +131,36 @@ class OpenAIChatProvider(SDKProvider):
         return {"role": message.role, "content": parts}
 
     def _result(self, completion: Any, latency_s: float, attempts: int) -> ChatResult:
-        choices = getattr(completion, "choices", None) or []
+        body = completion.body
+        choices = body.get("choices") or []
         if not choices:
             # Some gateways report an upstream failure as a 200 carrying an "error" object.
-            error = getattr(completion, "error", None)
+            error = body.get("error")
             detail = f": {str(error)[:300]}" if error else ""
             raise ProviderError(
                 f"{self.vendor} sent a response without choices{detail}", status=200, retryable=True
             )
-        choice = choices[0]
-        text = getattr(choice.message, "content", None) if choice.message else None
-        if not text or not text.strip():
-            raise self._empty_reply(f"finish_reason={choice.finish_reason}")
-        usage = completion.usage
+        choice = choices[0] or {}
+        message = choice.get("message") or {}
+        text = message.get("content")
+        if not isinstance(text, str) or not text.strip():
+            raise self._empty_reply(f"finish_reason={choice.get('finish_reason')}")
+        usage = body.get("usage") or {}
         # prompt_tokens already counts the images (prompt_tokens_details only breaks out cached
         # and audio tokens), so input_tokens, and the cost billed from it, include them.
-        details = getattr(usage, "completion_tokens_details", None) if usage else None
-        completion_tokens = (usage.completion_tokens or 0) if usage else 0
-        reasoning_tokens = (getattr(details, "reasoning_tokens", None) or 0) if details else 0
+        details = usage.get("completion_tokens_details") or {}
+        completion_tokens = usage.get("completion_tokens") or 0
+        reasoning_tokens = details.get("reasoning_tokens") or 0
         return ChatResult(
             text=text,
-            input_tokens=(usage.prompt_tokens or 0) if usage else 0,
+            input_tokens=usage.get("prompt_tokens") or 0,
             # OpenAI's completion_tokens include the reasoning tokens; ChatResult keeps the two
             # apart (ModelPrice.cost bills output + reasoning), so subtract them here.
             output_tokens=max(0, completion_tokens - reasoning_tokens),
             reasoning_tokens=reasoning_tokens,
             latency_s=latency_s,
             attempts=attempts,
-            request_id=completion._request_id or completion.id or "",
+            request_id=completion.request_id or str(body.get("id") or ""),
         )
 
 
@@ -167,10 +189,26 @@ register(
 )
 
 
-@functools.cache
-def _post_names() -> tuple[type[ChatCompletion], str]:
-    """What ``_send`` posts with, from the SDK the client's construction imported."""
-    from openai._constants import RAW_RESPONSE_HEADER
-    from openai.types.chat import ChatCompletion
+class _Completion(NamedTuple):
+    """A chat completion as the server sent it (its JSON object), and its request id (the
+    ``x-request-id`` header)."""
 
-    return ChatCompletion, RAW_RESPONSE_HEADER
+    body: dict[str, Any]
+    request_id: str
+
+
+@functools.cache
+def _raw_response_header() -> str:
+    """The header ``with_raw_response`` sets, from the SDK the client's construction imported."""
+    from openai._constants import RAW_RESPONSE_HEADER
+
+    return RAW_RESPONSE_HEADER
+
+
+_idempotency_prefix = f"proactbench-{uuid.uuid4().hex}"
+_idempotency_counter = itertools.count()  # next() on it is atomic: threads may share it
+
+
+def _idempotency_key() -> str:
+    """A key no other attempt has, in this or any process, without a system call."""
+    return f"{_idempotency_prefix}-{os.getpid()}-{next(_idempotency_counter)}"

@@ -1,7 +1,8 @@
 """The half of an SDK-backed adapter that every vendor shares.
 
-``SDKProvider`` owns the constructor options, the clients (the sync one at once, the async one on
-first use), the parameter merge, the timeout, the limiter's token estimate and the attempt loop
+``SDKProvider`` owns the constructor options, the clients (each built on its first use: a worker
+only ever uses the async one, and building a client costs an SSL context, ~50 ms of CPU), the
+parameter merge, the timeout, the limiter's token estimate and the attempt loop
 of retry.py. An adapter (openai_chat.py, anthropic_messages.py) says only what is its vendor's:
 how to build its clients, how a ``ChatRequest`` becomes the SDK call's arguments, how to send
 them, and how the response becomes a ``ChatResult``.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
@@ -72,7 +74,8 @@ class SDKProvider(ABC):
             # consulted before every attempt.
             "max_retries": 0,
         }
-        self._client = self._make_client(self._client_options)
+        self._client: Any = None
+        self._client_lock = threading.Lock()
         self._aclient: Any = None
 
     @classmethod
@@ -90,6 +93,9 @@ class SDKProvider(ABC):
         """One chat completion. The timeout is the tighter of the request's and the provider's;
         ``latency_s`` is that of the successful attempt alone (no backoff, no limiter wait)."""
         kwargs, timeout_s, estimated_tokens = self._prepare(request)
+        with self._client_lock:  # many threads share the provider: build one client
+            if self._client is None:
+                self._client = self._make_client(self._client_options)
         client = self._client
 
         def send() -> Any:
@@ -100,7 +106,7 @@ class SDKProvider(ABC):
                 self._observe_failure(exc, sent_at)
                 raise
             self._limiter.observe(self._rate_limits(raw.headers), sent_at=sent_at)
-            return raw.parse()
+            return self._parse(raw)
 
         try:
             return timed_call_with_retries(
@@ -133,7 +139,7 @@ class SDKProvider(ABC):
                 self._observe_failure(exc, sent_at)
                 raise
             self._limiter.observe(self._rate_limits(raw.headers), sent_at=sent_at)
-            parsed = raw.parse()
+            parsed = self._parse(raw)
             # Anthropic's async raw response parses asynchronously, OpenAI's legacy one not.
             return await parsed if inspect.isawaitable(parsed) else parsed
 
@@ -168,6 +174,11 @@ class SDKProvider(ABC):
             image_tokens=self._image_tokens,
         )
         return kwargs, min(request.timeout_s, self.timeout_s), estimated_tokens
+
+    def _parse(self, raw: Any) -> Any:
+        """What ``_result`` reads, from the SDK's raw response: by default its ``parse()`` (an
+        awaitable for an async raw response that parses asynchronously)."""
+        return raw.parse()
 
     def _observe_failure(self, exc: Exception, sent_at: float) -> None:
         """A vendor's error response (the SDKs' ``APIStatusError``) carries the rate-limit

@@ -196,3 +196,39 @@ def test_a_launch_enqueues_one_task_per_batch_and_finishes_the_run(endpoints, se
     run.refresh_from_db()
     assert run.status == RunStatus.DONE
     assert set(EvaluationUnit.objects.filter(run=run).values_list("attempts", flat=True)) == {1}
+
+
+def test_a_claim_reads_each_run_and_model_once_whatever_the_batchs_size(endpoints, server):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    model, judge = endpoints
+    other = _endpoint("batch-model-2", server)
+    run = runs.run_create(
+        name="batch", endpoints=[model, other], judges=[judge], dialogues=Dialogue.objects.all()
+    )
+    runs.run_units_create(run=run)
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, started_at=timezone.now()
+    )
+    ids = list(EvaluationUnit.objects.filter(run=run).values_list("id", flat=True))
+    statements = []
+    for some in (ids[:2], ids[2:]):  # 2 units, then 10
+        with CaptureQueriesContext(connection) as queries:
+            claimed, _ = engine.units_claim(some)
+        statements.append(len(queries))
+        assert len(claimed) == len(some)
+        # One run object (with its primary judge) and one object per model, shared by the
+        # batch's units; each unit's trigger, turn and dialogue came with its row.
+        assert len({id(unit.run) for unit in claimed}) == 1
+        assert {unit.endpoint.name for unit in claimed} <= {"batch-model", "batch-model-2"}
+        assert len({id(unit.endpoint) for unit in claimed}) == len(
+            {unit.endpoint_id for unit in claimed}
+        )
+        with CaptureQueriesContext(connection) as queries:
+            for unit in claimed:
+                (unit.run.primary_judge, unit.endpoint.model_name, unit.trigger.turn.dialogue)
+        assert len(queries) == 0
+    # SELECT the units, SELECT the runs, UPDATE the pending, SELECT what was won, its runs,
+    # its models: the same for 2 units as for 10.
+    assert statements == [6, 6]

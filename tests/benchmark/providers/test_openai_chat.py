@@ -146,3 +146,128 @@ def test_the_concurrency_limit_holds_and_every_slot_is_released(server):
     for thread in threads:
         thread.join(10)
     assert len(server.requests()) == 5 and slots.in_use() == 0
+
+
+# --- What the adapter makes of a response (it reads the JSON itself, not the SDK's model) -----
+
+
+class _RawServer:
+    """A bare HTTP server answering every POST with one fixed response, for bodies the fake
+    vendor server never sends (a gateway's error object, a web page, JSON that is no object)."""
+
+    def __init__(self, status: int, content_type: str, body: bytes, headers=None) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        answer = (status, content_type, body, dict(headers or {}))
+        self.posts = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                owner.posts += 1
+                status, content_type, body, headers = answer
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(body)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _complete_both_ways(raw: _RawServer, request: ChatRequest) -> list:
+    """``complete`` and ``acomplete`` (on the engine's event loop), each a result or an error."""
+    from benchmark.evaluation import aio
+
+    provider = OpenAIChatProvider(base_url=raw.base_url, api_key=API_KEY, max_attempts=1)
+    outcomes = []
+    for call in (
+        lambda: provider.complete(request),
+        lambda: aio.submit(provider.acomplete(request)).result(timeout=30),
+    ):
+        try:
+            outcomes.append(call())
+        except ProviderError as error:
+            outcomes.append(error)
+    aio.submit(provider.aclose()).result(timeout=30)
+    return outcomes
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "message", "retryable"),
+    [
+        (
+            "application/json",
+            b'{"error": {"message": "upstream overloaded"}}',
+            "without choices: {'message': 'upstream overloaded'}",
+            True,
+        ),
+        ("application/json", b"[1, 2]", "without choices", True),
+        ("application/json", b"null", "without choices", True),
+        ("text/html", b"<html>Welcome to nginx!</html>", "other than JSON", False),
+    ],
+)
+def test_a_200_that_is_no_chat_completion_is_a_provider_error_either_way(
+    content_type, body, message, retryable
+):
+    raw = _RawServer(200, content_type, body)
+    try:
+        outcomes = _complete_both_ways(raw, _request(ChatMessage("user", "Hi")))
+    finally:
+        raw.close()
+
+    for outcome in outcomes:
+        assert isinstance(outcome, ProviderError), outcome
+        assert message in str(outcome) and outcome.retryable is retryable
+    assert raw.posts == 2
+
+
+@pytest.mark.parametrize(
+    ("headers", "request_id"),
+    [({"x-request-id": "req_from_header"}, "req_from_header"), ({}, "chatcmpl-7")],
+)
+def test_a_sparse_completion_reads_with_zero_usage_and_its_request_id(headers, request_id):
+    # No usage at all and no token details: what some compatible servers send.
+    body = b'{"id": "chatcmpl-7", "choices": [{"message": {"content": "Hi."}}]}'
+    raw = _RawServer(200, "application/json", body, headers)
+    try:
+        outcomes = _complete_both_ways(raw, _request(ChatMessage("user", "Hi")))
+    finally:
+        raw.close()
+
+    for result in outcomes:
+        assert (result.text, result.request_id) == ("Hi.", request_id)
+        assert (result.input_tokens, result.output_tokens, result.reasoning_tokens) == (0, 0, 0)
+
+
+def test_calls_make_no_uuid4_and_no_sync_client_on_the_event_loop(server, monkeypatch):
+    """The SDK's own idempotency key is a ``uuid4()`` per request, whose ``os.urandom`` lets go
+    of the GIL mid-call on the event loop; the adapter gives its own. A worker never uses the
+    sync client, so it is never built (an SSL context each)."""
+    import uuid
+
+    from benchmark.evaluation import aio
+
+    made = []
+    real_uuid4 = uuid.uuid4
+    monkeypatch.setattr(uuid, "uuid4", lambda: made.append(1) or real_uuid4())
+    provider = _provider(server)
+
+    for i in range(3):
+        aio.submit(provider.acomplete(_request(ChatMessage("user", f"n{i}")))).result(timeout=30)
+
+    assert made == [] and len(server.requests()) == 3
+    assert provider._client is None
+    aio.submit(provider.aclose()).result(timeout=30)
