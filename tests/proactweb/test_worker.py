@@ -1,6 +1,7 @@
 """A real Celery worker, on the configured broker: Redis when REDIS_URL is set (CI), else the
 embedded filesystem transport. Proves the two halves of `make run` talk to each other."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -124,6 +125,10 @@ class _Devserver:
                 assert self.process.poll() is None, self.output()
                 time.sleep(0.5)
 
+    def web_pids(self) -> list[int]:
+        """The autoreloader and the server it runs (`runserver 127.0.0.1:PORT`)."""
+        return _processes_matching(f"runserver\x00127.0.0.1:{self.port}\x00")
+
     def worker_pids(self) -> list[int]:
         return _processes_matching(f"devserver-127.0.0.1-{self.port}@")
 
@@ -138,6 +143,9 @@ class _Devserver:
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in self.web_pids():  # the web server runs in its own session
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("sigint_ignored", [False, True], ids=["terminal", "background-job"])
@@ -152,6 +160,7 @@ def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both(sigint_ignored):
         while "beat: Starting" not in output():
             assert time.monotonic() < deadline, "the worker runs no beat:\n" + output()
             time.sleep(0.2)
+        assert len(server.web_pids()) == 2  # the autoreloader and its server
         process = server.process
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
         # The devserver gives its children 30 s to stop (a warm shutdown waits for a running
@@ -167,7 +176,8 @@ def test_devserver_starts_web_and_worker_and_ctrl_c_stops_both(sigint_ignored):
         assert "exited with an error" not in output(), output()
         time.sleep(0.5)
         with pytest.raises(ProcessLookupError):
-            os.killpg(process.pid, 0)  # nothing of the web server's group is left running
+            os.killpg(process.pid, 0)  # nothing of the devserver's group is left running
+        assert not server.web_pids()  # nor of the web server's
         assert not server.worker_pids()  # nor the worker
     finally:
         server.stop()

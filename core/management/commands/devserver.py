@@ -22,8 +22,9 @@ def _raise_keyboard_interrupt(signum, frame):
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    """The worker runs in its own session, with beat as its child (-B): signal them all, so a
-    worker that died leaves no orphaned beat behind to run a second schedule."""
+    """The web server and the worker each run in their own session, with children (the
+    autoreloader's server; beat, -B): signal them all, so a child that died leaves no orphan
+    behind (a second beat would run a second schedule)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signum)
 
@@ -54,7 +55,13 @@ class Command(BaseCommand):
             "--beat",  # the periodic sweep (CELERY_BEAT_SCHEDULE): one worker, one beat
             f"--hostname=devserver-{addrport.replace(':', '-')}@%h",
         ]
-        web = subprocess.Popen([sys.executable, "manage.py", "runserver", addrport])
+        # Its own session, like the worker: Ctrl-C reaches only this command, which then stops
+        # the web server's whole group (the autoreloader and the server it runs) with one
+        # SIGTERM. Left in our group, the web server got the terminal's SIGINT and our SIGTERM
+        # at once, and once in CI it was still running 30 s later and had to be killed.
+        web = subprocess.Popen(
+            [sys.executable, "manage.py", "runserver", addrport], start_new_session=True
+        )
         worker: subprocess.Popen | None = self._start_worker()
         worker_started = time.monotonic()
         restarts = 0  # consecutive quick deaths: the backoff attempt
@@ -65,7 +72,7 @@ class Command(BaseCommand):
         # And Ctrl-C always: a process started in the background of a script inherits SIGINT
         # ignored (POSIX shells ignore it for asynchronous commands), and Python then installs
         # no handler, so the devserver and everything it started would ignore Ctrl-C. The web
-        # server gets SIGTERM from the finally below, the worker's group too.
+        # server's group and the worker's get SIGTERM from the finally below.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         self.stdout.write(f"Web on http://{addrport}/ and a Celery worker; Ctrl-C stops both.")
         try:
@@ -92,11 +99,12 @@ class Command(BaseCommand):
             pass
         finally:
             if web.poll() is None:
-                web.send_signal(signal.SIGTERM)
+                _signal_group(web, signal.SIGTERM)
             if worker is not None and worker.poll() is None:
                 _signal_group(worker, signal.SIGTERM)  # a warm shutdown, exit status 0
             children = {"web server": web, **({"worker": worker} if worker else {})}
             self._wait(children, timeout=30, kill=True)
+            _signal_group(web, signal.SIGKILL)  # the autoreloader's server, if it outlived it
             if worker is not None:
                 _signal_group(worker, signal.SIGKILL)  # beat, if it outlived its worker
         clean_exits = (0, -signal.SIGTERM, -signal.SIGINT)
