@@ -143,7 +143,9 @@ class _Devserver:
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
-        for pid in self.web_pids():  # the web server runs in its own session
+        # The web server and the worker run in their own sessions: a failed test must not
+        # leave them running (an orphaned runserver polls for file changes for ever).
+        for pid in self.web_pids() + self.worker_pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -205,8 +207,6 @@ def test_devserver_restarts_a_worker_that_died_and_keeps_the_web_server_up():
         assert {os.getpgid(pid) for pid in server.worker_pids()} - {worker_pid}
     finally:
         server.stop()
-        for pid in server.worker_pids():
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_worker_loads_its_tasks_without_the_statistics_stack():
