@@ -12,9 +12,15 @@ with the item's row locked, and the room on an item is counted *after* its lock 
 new statement sees every commit before it), so two annotators pressing Next at once never
 both take the last place. On PostgreSQL candidate items are locked with ``SKIP LOCKED``: a
 second annotator moves on to the next free item instead of queueing behind the first. SQLite
-runs every transaction IMMEDIATE (settings), which serialises writers outright. No
-transaction waits for an item's lock while it holds another item's — an answer commits before
-the next item is handed out — so item locks cannot deadlock.
+runs every transaction IMMEDIATE (settings), which serialises writers outright.
+
+No transaction waits for an item's lock while it holds another item's, so item locks cannot
+deadlock. An answer's transaction holds the answered item's lock, so it hands out the next item
+itself only when it can without waiting: with ``SKIP LOCKED`` (a lock taken that way never
+waits, so it may come after the assignment writes), and only in the common case (the rater
+holds no other lease, the onboarding gate is open); otherwise — and when every candidate with
+room is locked by someone else at that instant — it commits first and the next item is handed
+out in a transaction of its own, which may wait for a candidate's lock.
 
 Idempotency: an answer carries the form's idempotency key (unique); resubmitting the same key
 returns the first answer and changes nothing, and so does a second answer to an item already
@@ -272,17 +278,40 @@ def answer_submit(
     ``hand_out_next``, the rater's next item is then handed out (``assignment_next`` without
     its resume shortcut) and returned as ``following``.
 
-    Two transactions, the answer's committed first: handing out in the answer's own
-    transaction would hold the answered item's lock while waiting for a candidate's: two
+    The next item is handed out in the answer's own transaction when no lock has to be waited
+    for (``_hand_out_without_waiting``: one transaction, one rater lock, one commit, and the
+    answer's commit stays synchronous); otherwise after the answer has committed, in a second
+    transaction: waiting there for a candidate's lock while holding the answered item's, two
     annotators who had just answered each other's next candidate would deadlock."""
     now = now or timezone.now()
     with transaction.atomic():
-        result = _store_answer(
-            sql.rater_lock(rater), item_token, answer, idempotency_key, elapsed_ms, now
-        )
-    if hand_out_next:
+        rater = sql.rater_lock(rater)
+        result = _store_answer(rater, item_token, answer, idempotency_key, elapsed_ms, now)
+        # A replayed, late or timed-out answer is not the common case: handed out as before.
+        if hand_out_next and not (result.replayed or result.late or result.timed_out):
+            result.following = _hand_out_without_waiting(rater, now)
+    if hand_out_next and result.following is None:
         result.following = _hand_out_in_transaction(rater, now)
     return result
+
+
+def _hand_out_without_waiting(rater: Rater, now: datetime) -> Assignment | None:
+    """``_hand_out``'s common case, for a transaction that holds the rater's lock and an item's
+    (an answer's): the first candidate with room that no other transaction has locked, taken
+    without waiting for any lock. None when this cannot decide — the rater holds a lease (a
+    renewal, an expiry or a time limit to settle: the caller's ``_hand_out``), the onboarding
+    gate is not open, or every candidate with room is locked at this instant — and the caller
+    hands out after committing, as ``_hand_out`` would. The study is open: the answer was taken."""
+    if sql.leased(rater.pk) or onboarding.rater_gate(rater) is not onboarding.Gate.OPEN:
+        return None
+    skipped: list[int] = []
+    while (candidate := sql.first_candidate(rater, now, skipped=skipped, wait=False)) is not None:
+        # Counted again now that the row is locked, as in ``_hand_out``.
+        taken = sql.places_taken(candidate.pk, now)
+        if taken < candidate.required_answers:
+            return _take(rater, candidate, now, holders=taken)
+        skipped.append(candidate.pk)
+    return None
 
 
 def _store_answer(
@@ -430,8 +459,8 @@ def item_skip(
     ``SKIP_REASON_MAX_CHARS``): see the module docstring. Idempotent: skipping an item already
     skipped returns the first skip. ``SkipRefused`` when the study is closed, the item is not
     the rater's, or they have answered it (undo first) or lost it to someone else. With
-    ``hand_out_next``, the next item is handed out afterwards, in its own transaction (as
-    ``answer_submit`` does, for the same reason)."""
+    ``hand_out_next``, the next item is handed out afterwards, in a transaction of its own,
+    which may wait for a candidate's lock (see ``answer_submit``)."""
     now = now or timezone.now()
     reason = reason.strip()
     if len(reason) > SKIP_REASON_MAX_CHARS or "\x00" in reason:

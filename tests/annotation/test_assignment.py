@@ -163,6 +163,22 @@ def test_undo_retracts_reopens_and_keeps_history(make_study):
     assert answer_undo(rater=r) is None
 
 
+def test_answering_a_reopened_item_hands_back_the_item_still_held(make_study):
+    """Undo reopens an answered item while the rater still holds the one handed out after
+    it: answering the reopened item again (as the page does, handing out the next) resumes the
+    held item rather than handing out a third one."""
+    study = make_study()
+    r = rater(study, study.raters.first().user)
+    first = assignment_next(rater=r)
+    held = submit(r, first, "held-1", hand_out_next=True).following
+    assert held is not None and held.item_id != first.item_id
+    reopened = answer_undo(rater=r)
+    assert reopened.item_id == first.item_id
+    following = submit(r, reopened, "held-1-again", hand_out_next=True).following
+    assert following.pk == held.pk and following.state == AssignmentState.LEASED
+    assert Assignment.objects.filter(rater=r).count() == 2
+
+
 def test_gold_items_go_to_every_annotator(run, make_study, make_annotators):
     users = make_annotators(3)
     probe = make_study(annotators=users[:1], overlap=1, name="probe")

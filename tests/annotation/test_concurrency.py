@@ -8,7 +8,7 @@ import time
 from collections import Counter
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -88,8 +88,9 @@ def test_simultaneous_next_never_pushes_an_item_past_k(make_study, make_annotato
 def test_annotators_working_through_a_study_at_once_lose_nothing_and_never_overfill(
     make_study, make_annotators, hand_out_next
 ):
-    """``as-the-page``: each answer hands out the next item in its own transaction, as the
-    answer view does; ``next-then-submit``: separate calls."""
+    """``as-the-page``: each answer hands out the next item, as the answer view does (in the
+    answer's transaction when no lock is in the way, else in one of its own);
+    ``next-then-submit``: separate calls."""
     users = make_annotators(THREADS)
     study = make_study(annotators=users, overlap=3)
     raters = [rater(study, u) for u in users]
@@ -200,3 +201,67 @@ def test_skipped_items_go_to_others_at_once_and_never_back_to_the_skipper(
         mine = Assignment.objects.filter(rater=raters[i], item_id__in=items)
         assert {a.state for a in mine} <= {AssignmentState.SKIPPED}
         assert not live.filter(assignment__rater=raters[i], assignment__item_id__in=items)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks are PostgreSQL's")
+def test_two_annotators_answering_each_others_next_candidate_at_once_never_deadlock(
+    make_study, make_annotators
+):
+    """The case the answer's single transaction must not wait in: A holds P and B holds Q,
+    each item with a place left (k = 2), so each one's next candidate is the item the other is
+    answering. Both answer at once, each handing out the next item: the answer's transaction
+    holds its item's lock and passes over a locked candidate (SKIP LOCKED) instead of waiting
+    for it — waiting, the two would deadlock, and PostgreSQL would abort one answer. Repeated,
+    so that the two transactions overlap in every order."""
+    users = make_annotators(2)
+    study = make_study(annotators=users, overlap=2)
+    a, b = (rater(study, u) for u in users)
+    rounds = min(10, study.items.count() // 4)
+    assert rounds >= 3
+    for n in range(rounds):
+        p = assignment_next(rater=a)
+        # B passes over P while another transaction holds it: B's lease is on the next item.
+        locked, release = threading.Event(), threading.Event()
+
+        def hold(item_id):
+            try:
+                with transaction.atomic():
+                    list(StudyItem.objects.select_for_update().filter(pk=item_id))
+                    locked.set()
+                    release.wait(timeout=30)
+            finally:
+                connections.close_all()
+
+        holder = threading.Thread(target=hold, args=(p.item_id,))
+        holder.start()
+        assert locked.wait(timeout=30)
+        q = assignment_next(rater=b)
+        release.set()
+        holder.join(timeout=30)
+        assert q.item_id != p.item_id
+        held = {0: (a, p), 1: (b, q)}
+
+        def answer(i, n=n, held=held):
+            r, assignment = held[i]
+            return answer_submit(
+                rater=r,
+                item_token=assignment.item.token,
+                answer=AnswerInput(label="A", confidence=3, details={"choice": "1"}),
+                idempotency_key=f"cross-{n}-{i}",
+                hand_out_next=True,
+            )
+
+        results = _in_parallel(answer, 2)
+        assert all(not result.late and result.following is not None for result in results)
+        # Each following lease answered without a hand-out, so that the next round starts with
+        # neither annotator holding anything.
+        for i, result in enumerate(results):
+            answer_submit(
+                rater=held[i][0],
+                item_token=result.following.item.token,
+                answer=AnswerInput(label="A", confidence=3, details={"choice": "1"}),
+                idempotency_key=f"cross-{n}-{i}-following",
+            )
+        assert _max_holding_per_item(study) <= 2
+    assert Answer.objects.filter(retracted_at__isnull=True).count() == 4 * rounds

@@ -96,6 +96,34 @@ def test_practice_items_come_first_in_order_then_the_threshold_gates_real_items(
     assert qualification_override_set(rater=me, qualified=False, by=admin_user) is None
 
 
+def test_an_answer_that_hands_out_the_next_item_follows_the_practice_and_the_threshold(
+    make_study, make_annotators
+):
+    """As the page answers (``hand_out_next``): after a practice item comes the next practice
+    item, in order, and after the last one nothing while the rater is below the threshold —
+    never a real item, nor a practice item out of order, from the answer's own transaction."""
+    user = make_annotators(1)[0]
+    study, keys = practice_study(make_study, [user], threshold=100, n_practice=3)
+    me = rater(study, user)
+    positions = dict(study.items.filter(key__in=keys).values_list("key", "position"))
+    shown = assignment_next(rater=me)
+    seen = [shown.item.key]
+    for n in range(3):
+        shown = answer_submit(
+            rater=me,
+            item_token=shown.item.token,
+            answer=AnswerInput(label="B", confidence=3),  # wrong: below the threshold
+            idempotency_key=f"hand-out-p{n}",
+            hand_out_next=True,
+        ).following
+        if shown is None:
+            break
+        assert shown.item.is_practice
+        seen.append(shown.item.key)
+    assert shown is None and seen == sorted(keys, key=positions.get)
+    assert rater_gate(me) is Gate.UNQUALIFIED
+
+
 def test_passing_the_practice_opens_the_real_items(make_study, make_annotators):
     user = make_annotators(1)[0]
     study, _ = practice_study(make_study, [user], threshold=50)
