@@ -27,7 +27,7 @@ from annotation.services.studies import (
     StudySpec,
 )
 from benchmark.models import Condition, DialogueStatus, EvaluationRun, ModelEndpoint, TriggerType
-from core.forms import ModelIdsField
+from core.forms import FastCopyFormMetaclass, ModelIdsField
 from core.roles import ANNOTATOR, RESEARCHER
 
 CONFIDENCE = tuple((n, str(n)) for n in range(1, 6))
@@ -368,7 +368,7 @@ class FlagForm(forms.Form):
 # --- Answers ----------------------------------------------------------------------------------
 
 
-class AnswerForm(forms.Form):
+class AnswerForm(forms.Form, metaclass=FastCopyFormMetaclass):
     """What every answer carries. Each kind's subclass adds its fields and ``to_input()``.
 
     ``keys``: per radio field, each option's keyboard keys (``{"verdict": {"PASS": ("p",)}}``):

@@ -32,13 +32,18 @@ def radios(field: BoundField) -> tuple[Radio, ...]:
     ``radio.choice_label``, ``radio.tag``) but written here: Django renders every option
     through a template of its own, which made the answer form most of a workspace's render
     time (the annotation load benchmark, bench/README.md). Same markup as Django's."""
+    return _radios(*_radios_key(field))
+
+
+def _radios_key(field: BoundField) -> tuple:
+    """All that a radio field's options depend on (the arguments of ``_radios``)."""
     chosen = field.value()
     chosen = {str(v) for v in chosen} if isinstance(chosen, list | tuple) else {str(chosen)}
     choice_field = cast(ChoiceField, field.field)
     options = cast(list[tuple[object, object]], choice_field.choices)  # normalised by Django
     choices = tuple((str(value), str(label)) for value, label in options)
     keys = getattr(field.form, "keys", {}).get(field.name, {})
-    return _radios(
+    return (
         field.html_name,
         field.auto_id,
         choices,
@@ -55,14 +60,20 @@ def keyed_options(field: BoundField, class_prefix: str = "") -> SafeString:
     ``<label class="opt" data-keys="…">input label <kbd>key</kbd></label>``; with
     ``class_prefix`` (``"verdict"``) each label also has the class ``verdict-<value>`` (the
     value lower-cased). The markup the templates' loop over ``radios`` wrote, written at once:
-    that loop was a tenth of the workspace's render time (four variables an option)."""
-    return _keyed_options(radios(field), class_prefix)
+    that loop was a tenth of the workspace's render time (four variables an option). Like
+    the options, written once per combination of what it depends on."""
+    return _keyed_options(_radios_key(field), class_prefix)
 
 
 @register.filter
 def shift_options(field: BoundField) -> SafeString:
     """The confidence options (Shift+1 … Shift+5): ``<label class="opt"
     data-shift-keys="value">input label</label>`` each (see ``keyed_options``)."""
+    return _shift_options(_radios_key(field))
+
+
+@lru_cache(maxsize=1024)
+def _shift_options(key: tuple) -> SafeString:
     return SafeString(
         "".join(
             format_html(
@@ -71,12 +82,13 @@ def shift_options(field: BoundField) -> SafeString:
                 radio.tag,
                 radio.choice_label,
             )
-            for radio in radios(field)
+            for radio in _radios(*key)
         )
     )
 
 
-def _keyed_options(options: tuple[Radio, ...], class_prefix: str) -> SafeString:
+@lru_cache(maxsize=1024)
+def _keyed_options(key: tuple, class_prefix: str) -> SafeString:
     return SafeString(
         "".join(
             format_html(
@@ -87,7 +99,7 @@ def _keyed_options(options: tuple[Radio, ...], class_prefix: str) -> SafeString:
                 radio.choice_label,
                 radio.kbd,
             )
-            for radio in options
+            for radio in _radios(*key)
         )
     )
 

@@ -5,6 +5,7 @@ import re
 
 import pytest
 from django.urls import reverse
+from django.utils.crypto import salted_hmac
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +28,19 @@ def test_each_annotator_has_their_own_opaque_draft_owner(client, make_study, mak
     assert other != first
     for user, owner in ((one, first), (two, other)):
         assert user.username not in owner and owner != str(user.pk)
+
+
+def test_the_owner_is_the_keyed_hash_of_the_account_under_the_current_secret(
+    client, make_study, make_annotators, settings
+):
+    user = make_annotators(1)[0]
+    study = make_study(annotators=[user], overlap=1)
+    owner = draft_owner(client, user, study)
+    assert owner == salted_hmac("annotation.draft-owner", str(user.pk)).hexdigest()[:16]
+    settings.SECRET_KEY = "another secret key, of fifty characters or so, for the test"
+    again = draft_owner(client, user, study)  # kept per process, but never under an old key
+    assert again != owner
+    assert again == salted_hmac("annotation.draft-owner", str(user.pk)).hexdigest()[:16]
 
 
 def test_every_page_carries_the_logout_form_that_forgets_drafts(
