@@ -204,7 +204,11 @@ def test_skipped_items_go_to_others_at_once_and_never_back_to_the_skipper(
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks are PostgreSQL's")
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="row locks and SKIP LOCKED are PostgreSQL's: SQLite's IMMEDIATE transactions run "
+    "one writer at a time, so no transaction waits for a row another holds",
+)
 def test_two_annotators_answering_each_others_next_candidate_at_once_never_deadlock(
     make_study, make_annotators
 ):
