@@ -16,6 +16,7 @@ BENCHMARKS = [
     "arena.py",
     "judge_ranking.py",
     "annotation_next.py",
+    "annotation_inproc.py",
     "fault_campaign.py",
     "memory_soak.py",
     "first_start.py",

@@ -1,0 +1,114 @@
+"""The annotation hot path's CPU per answer, in one process: the answer request (each one's
+response the workspace with the next item, as the page sends it) through Django's test client
+on PostgreSQL, timed with this process's CPU clock. No HTTP server, no client, no other process
+on the clock: the figure moves far less with a shared machine's noise than the web CPU of
+``annotation_next.py`` does, so a change of a few per cent shows. Compare two checkouts by
+running this in each, alternating (A B B A).
+
+    python bench/annotation_inproc.py                  # 4 rounds of 1,000 answers
+    python bench/annotation_inproc.py --rounds 6 --answers 500
+
+It drops and recreates the scratch database ``proactbench_bench_inproc`` (--database-url) and
+fills it as ``annotation_next.py`` does (one pairwise study, 3,056 items, k = 3, 50 annotators):
+rounds × answers must stay below its ~9,000 places. Ends with a RESULT line.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _workers import migrate, recreate_database, web_env  # noqa: E402
+
+ANNOTATORS = 50
+PLACES = 3056 * 3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--answers", type=int, default=1000, help="answers per round")
+    parser.add_argument(
+        "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_bench_inproc"
+    )
+    args = parser.parse_args()
+    if (args.rounds * args.answers) + 2 * ANNOTATORS > PLACES:
+        sys.exit(f"rounds × answers must stay below the study's {PLACES} places")
+    env = web_env(database_url=args.database_url, secret_key_prefix="bench-inproc-")
+    env["ALLOWED_HOSTS"] = "testserver"  # Django's test client's host
+    recreate_database(args.database_url)
+    migrate(env)
+    os.environ.update(env)
+    os.chdir(ROOT)
+    import django
+
+    django.setup()
+    from annotation_next import KEY, TOKEN, _prepare
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    class Shape:
+        models, k = 16, 3
+
+    study_id, session_keys, items = _prepare(Shape, ANNOTATORS)
+    clients = []
+    for key in session_keys:
+        client = Client(headers={"HX-Request": "true"})
+        client.cookies["sessionid"] = key
+        clients.append(client)
+    bodies: list[str | None] = [None] * len(clients)
+
+    def answer(i: int) -> None:
+        """Annotator i answers the item they hold (Start first if they hold none)."""
+        client = clients[i]
+        if bodies[i] is None:
+            bodies[i] = client.post(f"/annotate/{study_id}/next").content.decode()
+        body = bodies[i]
+        token = TOKEN.search(body).group(1)
+        data = {"idempotency_key": KEY.search(body).group(1), "choice": "1", "confidence": "3"}
+        response = client.post(
+            f"/annotate/{study_id}/items/{token}/answer",
+            urlencode({**data, "elapsed_ms": "2000"}),
+            content_type="application/x-www-form-urlencoded",
+        )
+        if response.status_code != 200 or not TOKEN.search(response.content.decode()):
+            sys.exit(f"answer {response.status_code}: the study ran out or the request failed")
+        bodies[i] = response.content.decode()
+
+    for i in range(len(clients)):  # warm: every annotator started, every code path loaded
+        answer(i)
+    with CaptureQueriesContext(connection) as captured:
+        answer(0)
+    statements = len(captured.captured_queries)  # BEGIN and COMMIT included, as docs count them
+
+    figures = []
+    print(f"{items} items, {ANNOTATORS} annotators, {args.answers} answers a round, PostgreSQL")
+    print("round   CPU ms/answer   wall ms/answer")
+    n = ANNOTATORS + 1
+    for r in range(args.rounds):
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(args.answers):
+            answer(n % len(clients))
+            n += 1
+        cpu_ms = (time.process_time() - cpu) / args.answers * 1000
+        wall_ms = (time.perf_counter() - wall) / args.answers * 1000
+        figures.append(cpu_ms)
+        print(f"{r + 1:5d}   {cpu_ms:13.2f}   {wall_ms:14.2f}")
+    print(
+        f"RESULT cpu_ms_per_answer={statistics.median(figures):.2f} "
+        f"cpu_ms_min={min(figures):.2f} cpu_ms_max={max(figures):.2f} "
+        f"statements_per_answer={statements} rounds={args.rounds} answers={args.answers} "
+        f"load_before={os.getloadavg()[0]:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
