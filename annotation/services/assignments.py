@@ -231,15 +231,21 @@ def _hand_out(rater: Rater, now: datetime) -> Assignment | None:
             return _take(rater, item, now, holders=sql.places_taken(item.pk, now))
     if gate is not onboarding.Gate.OPEN:
         return None
+    # Never wait for a candidate's lock while holding another item's (a lapsed lease's, above):
+    # two such waits could deadlock.
+    return _take_first_with_room(rater, now, may_wait=not holds_an_item_lock)
+
+
+def _take_first_with_room(rater: Rater, now: datetime, *, may_wait: bool) -> Assignment | None:
+    """The first candidate with room, taken (its row locked), or None. Candidates another
+    transaction has locked are passed over; when every one is, an item locked at this instant
+    may still have room for this rater once that commits, so with ``may_wait`` the first such
+    item is waited for rather than "nothing left" reported too early."""
     skipped: list[int] = []
     while True:
         candidate = sql.first_candidate(rater, now, skipped=skipped, wait=False)
         if candidate is None:
-            # Nothing unlocked. An item another rater's transaction holds at this instant
-            # may still have room for this rater once that commits: wait for the first such
-            # item rather than report "nothing left" too early — but never while holding
-            # another item's lock (a lapsed lease's, above): two such waits could deadlock.
-            if holds_an_item_lock:
+            if not may_wait:
                 return None
             candidate = sql.first_candidate(rater, now, skipped=skipped, wait=True)
             if candidate is None:
@@ -304,14 +310,7 @@ def _hand_out_without_waiting(rater: Rater, now: datetime) -> Assignment | None:
     hands out after committing, as ``_hand_out`` would. The study is open: the answer was taken."""
     if sql.leased(rater.pk) or onboarding.rater_gate(rater) is not onboarding.Gate.OPEN:
         return None
-    skipped: list[int] = []
-    while (candidate := sql.first_candidate(rater, now, skipped=skipped, wait=False)) is not None:
-        # Counted again now that the row is locked, as in ``_hand_out``.
-        taken = sql.places_taken(candidate.pk, now)
-        if taken < candidate.required_answers:
-            return _take(rater, candidate, now, holders=taken)
-        skipped.append(candidate.pk)
-    return None
+    return _take_first_with_room(rater, now, may_wait=False)
 
 
 def _store_answer(
