@@ -7,10 +7,12 @@ running this in each, alternating (A B B A).
 
     python bench/annotation_inproc.py                  # 4 rounds of 1,000 answers
     python bench/annotation_inproc.py --rounds 6 --answers 500
+    python bench/annotation_inproc.py --profile answer.prof   # and where that CPU goes
 
 It drops and recreates the scratch database ``proactbench_bench_inproc`` (--database-url) and
 fills it as ``annotation_next.py`` does (one pairwise study, 3,056 items, k = 3, 50 annotators):
-rounds × answers must stay below its ~9,000 places. Ends with a RESULT line.
+rounds × answers (one round more with --profile) must stay below its ~9,000 places. Ends with a
+RESULT line.
 """
 
 import argparse
@@ -38,9 +40,18 @@ def main() -> None:
     parser.add_argument(
         "--database-url", default="postgres://postgres@127.0.0.1:5432/proactbench_bench_inproc"
     )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="also run one more round under cProfile and write its stats to FILE (the rounds "
+        "timed above run without it); prints the top functions by own time",
+    )
     args = parser.parse_args()
-    if (args.rounds * args.answers) + 2 * ANNOTATORS > PLACES:
-        sys.exit(f"rounds × answers must stay below the study's {PLACES} places")
+    if ((args.rounds + bool(args.profile)) * args.answers) + 2 * ANNOTATORS > PLACES:
+        sys.exit(
+            f"rounds × answers (one round more with --profile) must stay below the study's"
+            f" {PLACES} places"
+        )
     env = web_env(database_url=args.database_url, secret_key_prefix="bench-inproc-")
     env["ALLOWED_HOSTS"] = "testserver"  # Django's test client's host
     recreate_database(args.database_url)
@@ -102,6 +113,18 @@ def main() -> None:
         wall_ms = (time.perf_counter() - wall) / args.answers * 1000
         figures.append(cpu_ms)
         print(f"{r + 1:5d}   {cpu_ms:13.2f}   {wall_ms:14.2f}")
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile(time.process_time)  # CPU, as the rounds count it
+        profiler.enable()
+        for _ in range(args.answers):
+            answer(n % len(clients))
+            n += 1
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(25)
     print(
         f"RESULT cpu_ms_per_answer={statistics.median(figures):.2f} "
         f"cpu_ms_min={min(figures):.2f} cpu_ms_max={max(figures):.2f} "
