@@ -10,8 +10,9 @@ Everything else reads and writes through the ORM.
 - ``rater_lock``: the rater's row lock with the study's status read afresh, and (PostgreSQL)
   ``set_config`` of the transaction's commit mode in the same statement.
 - ``first_candidate``: the next item to hand out, locked ``FOR UPDATE … SKIP LOCKED``.
-- ``answer_target``: the answered item, locked, with the rater's assignment on it and any
-  answer already stored under the form's idempotency key (an uncorrelated LEFT JOIN).
+- ``answer_target``: the answered item, locked, with the rater's assignment on it, any
+  answer already stored under the form's idempotency key (an uncorrelated LEFT JOIN), and
+  whether the rater holds another lease.
 - ``trigger_conversation_replies``: a trigger, the conversation up to it with its turn images,
   and the item's replies (a UNION ALL of three differently shaped reads).
 
@@ -227,22 +228,29 @@ def first_candidate(
 @dataclass(frozen=True)
 class AnswerTarget:
     """The rater's assignment on the answered item (``assignment.item`` loaded, its row
-    locked), and the answer already stored under the form's idempotency key, if any."""
+    locked), the answer already stored under the form's idempotency key, if any, and whether
+    the rater holds a lease on another item (the answer's own hand-out is then not the common
+    case: services/assignments.py)."""
 
     assignment: Assignment
     replay_answer_id: int | None
     replay_rater_id: int | None
+    holds_another_lease: bool
 
 
 def answer_target(*, rater_id: int, item_token: str, idempotency_key: str) -> AnswerTarget | None:
     """One statement: the rater's own assignment on the item with ``item_token`` (None: not
-    theirs), the item, whose row it locks, and any answer stored under ``idempotency_key``. A
-    row locked by SELECT … FOR UPDATE is returned as it is once the lock is taken (PostgreSQL
-    re-reads it if it waited), so the item read here is current."""
+    theirs), the item, whose row it locks, any answer stored under ``idempotency_key``, and
+    whether the rater holds another item's lease. A row locked by SELECT … FOR UPDATE is
+    returned as it is once the lock is taken (PostgreSQL re-reads it if it waited), so the item
+    read here is current; the rater's leases are, for a caller holding the rater's lock (their
+    assignments change only under it)."""
     lock = "FOR UPDATE OF i" if connection.features.has_select_for_update else ""
     rows = fetch_rows(
         f"SELECT {columns(Assignment, 'a')}, {columns(StudyItem, 'i')},"  # noqa: S608
-        " p.id, p.rater_id"
+        " p.id, p.rater_id,"
+        f" EXISTS (SELECT 1 FROM {Assignment._meta.db_table} o"
+        "   WHERE o.rater_id = a.rater_id AND o.state = %s AND o.id <> a.id)"
         f" FROM {Assignment._meta.db_table} a"
         f" JOIN {StudyItem._meta.db_table} i ON i.id = a.item_id"
         " LEFT JOIN ("
@@ -251,15 +259,15 @@ def answer_target(*, rater_id: int, item_token: str, idempotency_key: str) -> An
         "    WHERE an.idempotency_key = %s"
         " ) p ON 1 = 1"
         f" WHERE i.token = %s AND a.rater_id = %s {lock}",
-        [idempotency_key, item_token, rater_id],
+        [AssignmentState.LEASED, idempotency_key, item_token, rater_id],
     )
     if not rows:
         return None
     row = rows[0]
     assignment = load(Assignment, row)
     assignment.item = load(StudyItem, row, width(Assignment))
-    replay_answer_id, replay_rater_id = row[width(Assignment) + width(StudyItem) :]
-    return AnswerTarget(assignment, replay_answer_id, replay_rater_id)
+    replay_answer_id, replay_rater_id, other_lease = row[width(Assignment) + width(StudyItem) :]
+    return AnswerTarget(assignment, replay_answer_id, replay_rater_id, bool(other_lease))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,10 @@ holds no other lease, the onboarding gate is open); otherwise — and when every
 room is locked by someone else at that instant — it commits first and the next item is handed
 out in a transaction of its own, which may wait for a candidate's lock.
 
+The writes every Next and answer make — the answer, the new assignment, a renewal, the item's
+count — go through ``core.rows.insert`` and ``update``: the statements the ORM would send,
+without composing them afresh on each request.
+
 Idempotency: an answer carries the form's idempotency key (unique); resubmitting the same key
 returns the first answer and changes nothing, and so does a second answer to an item already
 answered (another tab): the first is kept, and the result says so when the two differ. Nothing
@@ -68,6 +72,7 @@ from annotation.models import (
     StudyStatus,
 )
 from annotation.services import onboarding
+from core import rows
 
 MAX_TIME_ON_ITEM_S = 24 * 3600
 # How long after an item's time limit its answer is still taken: the answer of a rater who
@@ -143,7 +148,9 @@ def time_is_up(assignment: Assignment, now: datetime) -> bool:
 def _renew(assignment: Assignment, study: Study, now: datetime) -> Assignment:
     assignment.leased_at = now
     assignment.lease_expires_at = _lease_end(study, now, assignment.time_limit_ends_at)
-    Assignment.objects.filter(pk=assignment.pk).update(
+    rows.update(
+        Assignment,
+        assignment.pk,
         state=AssignmentState.LEASED,
         leased_at=assignment.leased_at,
         lease_expires_at=assignment.lease_expires_at,
@@ -159,16 +166,17 @@ def _take(rater: Rater, item: StudyItem, now: datetime, *, holders: int) -> Assi
     # Practice items are untimed and cannot be skipped: a practice item given back would leave
     # its rater short of the practice the qualification threshold counts (services/onboarding).
     time_limit_ends_at = None if item.is_practice else _time_limit_end(rater.study, now)
-    assignment = Assignment.objects.create(
-        item=item,
-        rater=rater,
-        role=AssignmentRole.ADJUDICATE if item.needs_adjudication else AssignmentRole.ANNOTATE,
-        display=display,
-        leased_at=now,
-        lease_expires_at=_lease_end(rater.study, now, time_limit_ends_at),
-        time_limit_ends_at=time_limit_ends_at,
+    return rows.insert(
+        Assignment(
+            item=item,
+            rater=rater,
+            role=AssignmentRole.ADJUDICATE if item.needs_adjudication else AssignmentRole.ANNOTATE,
+            display=display,
+            leased_at=now,
+            lease_expires_at=_lease_end(rater.study, now, time_limit_ends_at),
+            time_limit_ends_at=time_limit_ends_at,
+        )
     )
-    return assignment
 
 
 def _release_as_skip(assignment: Assignment, *, cause: str, reason: str, now: datetime) -> ItemSkip:
@@ -292,9 +300,19 @@ def answer_submit(
     now = now or timezone.now()
     with transaction.atomic():
         rater = sql.rater_lock(rater)
-        result = _store_answer(rater, item_token, answer, idempotency_key, elapsed_ms, now)
-        # A replayed, late or timed-out answer is not the common case: handed out as before.
-        if hand_out_next and not (result.replayed or result.late or result.timed_out):
+        target = sql.answer_target(
+            rater_id=rater.pk, item_token=item_token, idempotency_key=idempotency_key
+        )
+        if target is None:
+            raise AnswerRejected("this item is not yours")
+        result = _store_answer(rater, target, answer, idempotency_key, elapsed_ms, now)
+        # A replayed, late or timed-out answer, or a rater with another lease (a renewal, an
+        # expiry or a time limit to settle), is not the common case: handed out as before.
+        if (
+            hand_out_next
+            and not (result.replayed or result.late or result.timed_out)
+            and not target.holds_another_lease
+        ):
             result.following = _hand_out_without_waiting(rater, now)
     if hand_out_next and result.following is None:
         result.following = _hand_out_in_transaction(rater, now)
@@ -303,32 +321,27 @@ def answer_submit(
 
 def _hand_out_without_waiting(rater: Rater, now: datetime) -> Assignment | None:
     """``_hand_out``'s common case, for a transaction that holds the rater's lock and an item's
-    (an answer's): the first candidate with room that no other transaction has locked, taken
-    without waiting for any lock. None when this cannot decide — the rater holds a lease (a
-    renewal, an expiry or a time limit to settle: the caller's ``_hand_out``), the onboarding
-    gate is not open, or every candidate with room is locked at this instant — and the caller
-    hands out after committing, as ``_hand_out`` would. The study is open: the answer was taken."""
-    if sql.leased(rater.pk) or onboarding.rater_gate(rater) is not onboarding.Gate.OPEN:
+    (an answer's), the rater holding no lease (the caller read that under the rater's lock):
+    the first candidate with room that no other transaction has locked, taken without waiting
+    for any lock. None when this cannot decide — the onboarding gate is not open, or every
+    candidate with room is locked at this instant — and the caller hands out after committing,
+    as ``_hand_out`` would. The study is open: the answer was taken."""
+    if onboarding.rater_gate(rater) is not onboarding.Gate.OPEN:
         return None
     return _take_first_with_room(rater, now, may_wait=False)
 
 
 def _store_answer(
     rater: Rater,
-    item_token: str,
+    target: sql.AnswerTarget,
     answer: AnswerInput,
     idempotency_key: str,
     elapsed_ms: int | None,
     now: datetime,
 ) -> SubmitResult:
-    """The body of ``answer_submit``; the caller holds the rater's row lock. The assignment
-    read with the item's lock is current: its state only ever changes under its rater's lock,
-    which this transaction holds."""
-    target = sql.answer_target(
-        rater_id=rater.pk, item_token=item_token, idempotency_key=idempotency_key
-    )
-    if target is None:
-        raise AnswerRejected("this item is not yours")
+    """The body of ``answer_submit``; the caller holds the rater's row lock and read
+    ``target`` (``sql.answer_target``) under it. The assignment read with the item's lock is
+    current: its state only ever changes under its rater's lock, which this transaction holds."""
     if target.replay_answer_id is not None:
         if target.replay_rater_id != rater.pk:
             raise AnswerRejected("this form was submitted by someone else")
@@ -379,8 +392,8 @@ def _store_answer(
             **fields, retracted_at=now, retraction_reason=RetractionReason.LAPSED
         )
         return SubmitResult(stored, late=True)
-    stored = Answer.objects.create(**fields)
-    Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.DONE, completed_at=now)
+    stored = rows.insert(Answer(**fields))
+    rows.update(Assignment, assignment.pk, state=AssignmentState.DONE, completed_at=now)
     _item_changed(item, rater.study, now, answers=+1)
     return SubmitResult(stored)
 
@@ -515,7 +528,9 @@ def _item_changed(item: StudyItem, study: Study, now: datetime, *, answers: int)
     before = (item.completed_answers < item.required_answers, item.needs_adjudication)
     item.completed_answers += answers
     kinds.get(study.kind).decide(item, study, now)
-    StudyItem.objects.filter(pk=item.pk).update(
+    rows.update(
+        StudyItem,
+        item.pk,
         completed_answers=item.completed_answers,
         required_answers=item.required_answers,
         needs_adjudication=item.needs_adjudication,

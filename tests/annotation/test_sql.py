@@ -15,6 +15,7 @@ from annotation.selectors import home_studies
 from annotation.services.assignments import (
     AnswerInput,
     answer_submit,
+    answer_undo,
     assignment_next,
     item_skip,
 )
@@ -113,6 +114,17 @@ def test_the_answer_target_is_the_raters_assignment_and_any_replay(make_study, m
             rater_id=one.pk, item_token=held.item.token, idempotency_key="used-key-1"
         )
     assert (replay.replay_answer_id, replay.replay_rater_id) == (stored.pk, one.pk)
+    assert not target.holds_another_lease and not replay.holds_another_lease
+    # Undo reopens the answered item while the rater holds the next one: two leases, and the
+    # answered item's read says so (the answer's own hand-out then leaves it to _hand_out).
+    following = assignment_next(rater=one)
+    assert following is not None and following.item_id != held.item_id
+    answer_undo(rater=one)
+    assert Assignment.objects.filter(rater=one, state=AssignmentState.LEASED).count() == 2
+    with transaction.atomic():
+        for token in (held.item.token, following.item.token):
+            target = sql.answer_target(rater_id=one.pk, item_token=token, idempotency_key="k")
+            assert target.holds_another_lease, token
 
 
 def test_the_trigger_conversation_and_replies_are_the_orms(make_study):

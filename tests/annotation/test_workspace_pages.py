@@ -328,11 +328,13 @@ def test_the_annotation_hot_path_runs_exactly_its_statements(
     shown = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
     for _ in range(2):  # the second answer's hand-out runs as every later one does
         # session, user, the assignment (access); one transaction: BEGIN, rater lock, the item
-        # locked with the key's earlier answer, INSERT answer, UPDATE assignment, UPDATE item,
-        # then the hand-out in the same transaction (no lock waited for: SKIP LOCKED): leases,
-        # the first candidate, its places, INSERT assignment, COMMIT; then progress and the
-        # conversation. (Two transactions, 19 statements, until the hand-out joined the answer's.)
-        with django_assert_num_queries(16):
+        # locked with the key's earlier answer and whether the rater holds another lease,
+        # INSERT answer, UPDATE assignment, UPDATE item, then the hand-out in the same
+        # transaction (no lock waited for: SKIP LOCKED): the first candidate, its places,
+        # INSERT assignment, COMMIT; then progress and the conversation. (Two transactions, 19
+        # statements, until the hand-out joined the answer's; 16 until the answered item's read
+        # said whether the rater holds another lease.)
+        with django_assert_num_queries(15):
             shown = client.post(
                 reverse("annotation:answer", args=[study.pk, token_of(shown)]),
                 pairwise_answer(shown),
