@@ -1,13 +1,18 @@
 """The annotation hot path's CPU per answer, in one process: the answer request (each one's
 response the workspace with the next item, as the page sends it) through Django's test client
-on PostgreSQL, timed with this process's CPU clock. No HTTP server, no client, no other process
-on the clock: the figure moves far less with a shared machine's noise than the web CPU of
-``annotation_next.py`` does, so a change of a few per cent shows. Compare two checkouts by
+on PostgreSQL, timed with this process's CPU clock (and the PostgreSQL server process's that
+serves it, read from /proc). No HTTP server, no client, no other process on the clock: the
+figure moves far less with a shared machine's noise than the web CPU of ``annotation_next.py``
+does, so a change of a few per cent shows. Compare two checkouts by
 running this in each, alternating (A B B A).
 
     python bench/annotation_inproc.py                  # 4 rounds of 1,000 answers
     python bench/annotation_inproc.py --rounds 6 --answers 500
     python bench/annotation_inproc.py --profile answer.prof   # and where that CPU goes
+
+Each round also times as many requests to a floor (``bench/_floor.py``: a signed-in htmx POST
+of the same form, answered with a one-line template): what Django and the site's middleware
+cost any request, so that the answer's own work is the difference.
 
 It drops and recreates the scratch database ``proactbench_bench_inproc`` (--database-url) and
 fills it as ``annotation_next.py`` does (one pairwise study, 3,056 items, k = 3, 50 annotators):
@@ -27,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _workers import migrate, recreate_database, web_env  # noqa: E402
+from _workers import cpu_seconds_of, migrate, recreate_database, web_env  # noqa: E402
 
 ANNOTATORS = 50
 PLACES = 3056 * 3
@@ -62,6 +67,7 @@ def main() -> None:
 
     django.setup()
     from annotation_next import KEY, TOKEN, _prepare
+    from django.conf import settings
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -70,6 +76,7 @@ def main() -> None:
         models, k = 16, 3
 
     study_id, session_keys, items = _prepare(Shape, ANNOTATORS)
+    settings.ROOT_URLCONF = "_floor"  # the site's URLs, and the floor beside them
     clients = []
     for key in session_keys:
         client = Client(headers={"HX-Request": "true"})
@@ -94,25 +101,55 @@ def main() -> None:
             sys.exit(f"answer {response.status_code}: the study ran out or the request failed")
         bodies[i] = response.content.decode()
 
+    floor_data = urlencode(
+        {"idempotency_key": "x" * 22, "choice": "1", "confidence": "3", "elapsed_ms": "2000"}
+    )
+
+    def floor(i: int) -> None:
+        response = clients[i].post(
+            "/bench-floor", floor_data, content_type="application/x-www-form-urlencoded"
+        )
+        if response.status_code != 200:
+            sys.exit(f"floor {response.status_code}")
+
     for i in range(len(clients)):  # warm: every annotator started, every code path loaded
         answer(i)
     with CaptureQueriesContext(connection) as captured:
         answer(0)
     statements = len(captured.captured_queries)  # BEGIN and COMMIT included, as docs count them
 
-    figures = []
+    for i in range(len(clients)):
+        floor(i)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+
+    def database_cpu() -> float:
+        """CPU seconds so far of the PostgreSQL server process serving this one."""
+        return cpu_seconds_of(lambda pid, ppid, command: pid == backend)
+
+    figures, floors, database = [], [], []
     print(f"{items} items, {ANNOTATORS} annotators, {args.answers} answers a round, PostgreSQL")
-    print("round   CPU ms/answer   wall ms/answer")
+    print(
+        "round   CPU ms/answer   PostgreSQL CPU ms/answer   wall ms/answer   floor CPU ms/request"
+    )
     n = ANNOTATORS + 1
     for r in range(args.rounds):
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, wall, db = time.process_time(), time.perf_counter(), database_cpu()
         for _ in range(args.answers):
             answer(n % len(clients))
             n += 1
         cpu_ms = (time.process_time() - cpu) / args.answers * 1000
         wall_ms = (time.perf_counter() - wall) / args.answers * 1000
+        db_ms = (database_cpu() - db) / args.answers * 1000
+        cpu = time.process_time()
+        for j in range(args.answers):
+            floor(j % len(clients))
+        floor_ms = (time.process_time() - cpu) / args.answers * 1000
         figures.append(cpu_ms)
-        print(f"{r + 1:5d}   {cpu_ms:13.2f}   {wall_ms:14.2f}")
+        floors.append(floor_ms)
+        database.append(db_ms)
+        print(f"{r + 1:5d}   {cpu_ms:13.2f}   {db_ms:24.2f}   {wall_ms:14.2f}   {floor_ms:20.2f}")
     if args.profile:
         import cProfile
         import pstats
@@ -128,6 +165,8 @@ def main() -> None:
     print(
         f"RESULT cpu_ms_per_answer={statistics.median(figures):.2f} "
         f"cpu_ms_min={min(figures):.2f} cpu_ms_max={max(figures):.2f} "
+        f"pg_cpu_ms_per_answer={statistics.median(database):.2f} "
+        f"floor_cpu_ms={statistics.median(floors):.2f} "
         f"statements_per_answer={statements} rounds={args.rounds} answers={args.answers} "
         f"load_before={os.getloadavg()[0]:.1f}"
     )
