@@ -72,6 +72,31 @@ def shift_options(field: BoundField) -> SafeString:
     return _shift_options(_radios_key(field))
 
 
+@register.filter
+def row_options(field: BoundField) -> SafeString:
+    """One checklist row's options (a HALO question): ``<label class="opt"
+    data-check-keys="…">input <kbd>key</kbd> label</label>`` each, a space after each (see
+    ``keyed_options``). Its template loop was a quarter of a HALO workspace's render time
+    (four rows a reply, four variables an option)."""
+    return _row_options(_radios_key(field))
+
+
+@lru_cache(maxsize=1024)
+def _row_options(key: tuple) -> SafeString:
+    return SafeString(
+        "".join(
+            format_html(
+                '<label class="opt" data-check-keys="{}">{} <kbd>{}</kbd> {}</label> ',
+                radio.keys,
+                radio.tag,
+                radio.kbd,
+                radio.choice_label,
+            )
+            for radio in _radios(*key)
+        )
+    )
+
+
 @lru_cache(maxsize=1024)
 def _shift_options(key: tuple) -> SafeString:
     return SafeString(

@@ -13,6 +13,7 @@ from annotation.templatetags.annotation_tags import (
     hidden,
     keyed_options,
     radios,
+    row_options,
     shift_options,
 )
 
@@ -71,7 +72,8 @@ def test_a_radio_value_is_escaped():
     assert str(radio.tag) == str(list(Hostile()["pick"])[0].tag())
 
 
-# The loops over ``radios`` that ``keyed_options`` and ``shift_options`` replaced, as they were.
+# The loops over ``radios`` that ``keyed_options``, ``shift_options`` and ``row_options``
+# replaced, as they were.
 LOOPS = {
     "keyed": '{% for radio in field|radios %}<label class="opt" data-keys="{{ radio.keys }}">'
     "{{ radio.tag }} {{ radio.choice_label }} <kbd>{{ radio.kbd }}</kbd></label>{% endfor %}",
@@ -80,6 +82,8 @@ LOOPS = {
     "{{ radio.choice_label }} <kbd>{{ radio.kbd }}</kbd></label>{% endfor %}",
     "shift": '{% for radio in field|radios %}<label class="opt" data-shift-keys='
     '"{{ radio.data.value }}">{{ radio.tag }} {{ radio.choice_label }}</label>{% endfor %}',
+    "row": '{% for radio in field|radios %}<label class="opt" data-check-keys="{{ radio.keys }}">'
+    "{{ radio.tag }} <kbd>{{ radio.kbd }}</kbd> {{ radio.choice_label }}</label> {% endfor %}",
 }
 
 
@@ -96,6 +100,7 @@ def test_option_labels_are_written_as_the_template_loops_wrote_them(kind):
                 assert keyed_options(bound) == loops["keyed"].render(context)
                 assert keyed_options(bound, "verdict") == loops["verdict"].render(context)
                 assert shift_options(bound) == loops["shift"].render(context)
+                assert row_options(bound) == loops["row"].render(context)
                 compared += 1
     assert compared  # the comparison really ran
 
@@ -106,7 +111,11 @@ def test_option_labels_escape_the_value_and_label():
             choices=[('"><script>x()</script>', "<b>label</b>")], widget=forms.RadioSelect
         )
 
-    for markup in (keyed_options(Hostile()["pick"], "verdict"), shift_options(Hostile()["pick"])):
+    for markup in (
+        keyed_options(Hostile()["pick"], "verdict"),
+        shift_options(Hostile()["pick"]),
+        row_options(Hostile()["pick"]),
+    ):
         assert "<script>" not in markup and "<b>" not in markup
 
 
