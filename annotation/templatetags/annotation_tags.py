@@ -97,6 +97,32 @@ def _row_options(key: tuple) -> SafeString:
     )
 
 
+@register.filter
+def check_cells(field: BoundField) -> SafeString:
+    """One dialogue-audit check's options as table cells, ``<td><label class="opt"
+    data-check="value" data-check-keys="…">input<span class="sr-only">label</span></label></td>``
+    each (see ``keyed_options``): a checklist of a dozen rows looped over four variables an
+    option."""
+    return _check_cells(_radios_key(field))
+
+
+@lru_cache(maxsize=1024)
+def _check_cells(key: tuple) -> SafeString:
+    return SafeString(
+        "".join(
+            format_html(
+                '<td><label class="opt" data-check="{}" data-check-keys="{}">{}'
+                '<span class="sr-only">{}</span></label></td>',
+                radio.data["value"],
+                radio.keys,
+                radio.tag,
+                radio.choice_label,
+            )
+            for radio in _radios(*key)
+        )
+    )
+
+
 @lru_cache(maxsize=1024)
 def _shift_options(key: tuple) -> SafeString:
     return SafeString(

@@ -7,8 +7,10 @@ from django import forms
 from django.template import Context, Template
 
 from annotation import kinds
+from annotation.kinds.dialogue_audit import AuditDecision
 from annotation.models import Assignment, FlagCategory, Study
 from annotation.templatetags.annotation_tags import (
+    check_cells,
     flag_options,
     hidden,
     keyed_options,
@@ -72,8 +74,8 @@ def test_a_radio_value_is_escaped():
     assert str(radio.tag) == str(list(Hostile()["pick"])[0].tag())
 
 
-# The loops over ``radios`` that ``keyed_options``, ``shift_options`` and ``row_options``
-# replaced, as they were.
+# The loops over ``radios`` that ``keyed_options``, ``shift_options``, ``row_options`` and
+# ``check_cells`` replaced, as they were.
 LOOPS = {
     "keyed": '{% for radio in field|radios %}<label class="opt" data-keys="{{ radio.keys }}">'
     "{{ radio.tag }} {{ radio.choice_label }} <kbd>{{ radio.kbd }}</kbd></label>{% endfor %}",
@@ -84,6 +86,9 @@ LOOPS = {
     '"{{ radio.data.value }}">{{ radio.tag }} {{ radio.choice_label }}</label>{% endfor %}',
     "row": '{% for radio in field|radios %}<label class="opt" data-check-keys="{{ radio.keys }}">'
     "{{ radio.tag }} <kbd>{{ radio.kbd }}</kbd> {{ radio.choice_label }}</label> {% endfor %}",
+    "cells": '{% for radio in field|radios %}<td><label class="opt" data-check="'
+    '{{ radio.data.value }}" data-check-keys="{{ radio.keys }}">{{ radio.tag }}<span '
+    'class="sr-only">{{ radio.choice_label }}</span></label></td>{% endfor %}',
 }
 
 
@@ -101,6 +106,7 @@ def test_option_labels_are_written_as_the_template_loops_wrote_them(kind):
                 assert keyed_options(bound, "verdict") == loops["verdict"].render(context)
                 assert shift_options(bound) == loops["shift"].render(context)
                 assert row_options(bound) == loops["row"].render(context)
+                assert check_cells(bound) == loops["cells"].render(context)
                 compared += 1
     assert compared  # the comparison really ran
 
@@ -115,8 +121,15 @@ def test_option_labels_escape_the_value_and_label():
         keyed_options(Hostile()["pick"], "verdict"),
         shift_options(Hostile()["pick"]),
         row_options(Hostile()["pick"]),
+        check_cells(Hostile()["pick"]),
     ):
         assert "<script>" not in markup and "<b>" not in markup
+
+
+def test_the_audit_decisions_verdict_classes_are_its_values_as_they_are():
+    # The dialogue audit's decision options are keyed_options(…, "verdict"), which lower-cases
+    # the value in the class; the loop it replaced printed the value as it was.
+    assert all(value == value.lower() for value in AuditDecision.values)
 
 
 def test_flag_options_are_written_as_the_template_loop_wrote_them():
