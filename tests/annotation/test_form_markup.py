@@ -9,6 +9,7 @@ from django.template import Context, Template
 from annotation import kinds
 from annotation.kinds.dialogue_audit import AuditDecision
 from annotation.kinds.failure_mode import FAILURE_MODE_KEYS
+from annotation.kinds.proposal_review import proposal_field
 from annotation.models import Assignment, FlagCategory, Study
 from annotation.templatetags.annotation_tags import (
     check_cells,
@@ -117,6 +118,22 @@ def test_option_labels_are_written_as_the_template_loops_wrote_them(kind):
                 assert proposal_cells(bound, 12) == loops["proposal"].render(context)
                 compared += 1
     assert compared  # the comparison really ran
+
+
+def test_cached_option_markup_is_each_fields_and_each_proposals_own():
+    # Written once per combination of what it depends on (per process, whoever asks): two
+    # fields, or two proposals' rows, never share it.
+    study = Study(kind="proposal_review", name="s", reason_required=False)
+    form = FORMS["proposal_review"](
+        study=study, assignment=Assignment(display={"order": ["a", "b"]})
+    )
+    first, second = form[proposal_field(1)], form[proposal_field(2)]
+    second_row = proposal_cells(first, 2)
+    assert "proposal 2<" in second_row and "proposal 1<" not in second_row
+    assert proposal_cells(first, 1) != second_row
+    assert check_cells(first) != check_cells(second)
+    assert row_options(first) != row_options(second)
+    assert f'name="{second.html_name}"' in row_options(second)
 
 
 def test_option_labels_escape_the_value_and_label():
