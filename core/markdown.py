@@ -27,8 +27,9 @@ position the walk has reached.
 
 A text longer than ``PROACTBENCH_DISPLAY_MAX_CHARS`` is cut (core/long_text.py) and each side
 of the cut rendered on its own; a fenced code block open at the cut is opened again after it.
-Rendering a text up to the display cap is cached by the text (``_render``): the workspace
-renders the same conversation at every request.
+Rendering a text up to the display cap is cached by the text (``_render``), and so is its
+``readable`` markup when unmarked (``_readable_short``): the workspace shows the same
+conversation and replies at request after request.
 """
 
 from __future__ import annotations
@@ -257,6 +258,32 @@ def readable(
     pieces' marks, cut at ``cut`` (by default ``display_cut``; never when ``whole``) with
     "show all". With a ``full_url`` the rest is not in the page: "show all" swaps the whole
     block for what the URL serves (the whole text's ``readable``)."""
+    if pieces is None and cut is None and len(text) <= max_display_chars():
+        # Unmarked and short enough never to be cut: the markup depends on the text alone
+        # (not on full_url or whole, which only matter at a cut), so it is kept by the text.
+        return _readable_short(text)
+    return _readable(text, full_url=full_url, pieces=pieces, cut=cut, whole=whole)
+
+
+@lru_cache(maxsize=1024)
+def _readable_short(text: str) -> SafeString:
+    """An unmarked text no longer than the display cap, as ``readable`` writes it. Kept per
+    process like ``_render``: a workspace shows the same texts (turns, replies, rubrics) at
+    request after request, and writing them again — the raw copy escaped, the wrapping — was
+    up to a tenth of a workspace's render time (thirty texts in a dialogue audit's). Keyed by the
+    content only, so sharing it between items, studies and annotators shows no one anything
+    that is not in the text itself."""
+    return _readable(text)
+
+
+def _readable(
+    text: str,
+    *,
+    full_url: str = "",
+    pieces: Sequence[Piece] | None = None,
+    cut: int | None = None,
+    whole: bool = False,
+) -> SafeString:
     pieces = pieces if pieces is not None else [(0, len(text), "")]
     if cut is None and not whole:
         cut = display_cut(text)

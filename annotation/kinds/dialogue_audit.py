@@ -142,7 +142,13 @@ class DialogueAudit(StudyKind):
         view = {
             "dialogue": dialogue,
             "turns": [
-                {"turn": turn, "findings": findings.get(turn.index, [])}
+                {
+                    "turn": turn,
+                    # None where the turn has none: looked up in the template, the missing
+                    # reverse one-to-one raised (and was silenced) four times a turn.
+                    "trigger": getattr(turn, "trigger", None),
+                    "findings": findings.get(turn.index, []),
+                }
                 for turn in dialogue.turns.all()
             ],
             "dialogue_findings": findings.get(None, []),

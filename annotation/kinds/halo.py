@@ -381,7 +381,9 @@ class HaloDiagnosis(StudyKind):
             {
                 "number": n,
                 "text": texts.get(response, ""),
-                "suggested": sources[response].get("suggested") or {},
+                # Never empty: the template reads suggested.level, and a key missing from a
+                # dict cost the template engine a dir() of it and three exceptions.
+                "suggested": sources[response].get("suggested") or {"level": "", "reason": ""},
             }
             for n, response in enumerate(assignment.display.get("order") or [], start=1)
         ]

@@ -7,12 +7,19 @@ from django import forms
 from django.template import Context, Template
 
 from annotation import kinds
+from annotation.kinds.dialogue_audit import AuditDecision
+from annotation.kinds.failure_mode import FAILURE_MODE_KEYS
+from annotation.kinds.proposal_review import proposal_field
 from annotation.models import Assignment, FlagCategory, Study
 from annotation.templatetags.annotation_tags import (
+    check_cells,
+    defined_options,
     flag_options,
     hidden,
     keyed_options,
+    proposal_cells,
     radios,
+    row_options,
     shift_options,
 )
 
@@ -71,7 +78,8 @@ def test_a_radio_value_is_escaped():
     assert str(radio.tag) == str(list(Hostile()["pick"])[0].tag())
 
 
-# The loops over ``radios`` that ``keyed_options`` and ``shift_options`` replaced, as they were.
+# The loops over ``radios`` that ``keyed_options``, ``shift_options``, ``row_options``,
+# ``check_cells`` and ``proposal_cells`` replaced, as they were.
 LOOPS = {
     "keyed": '{% for radio in field|radios %}<label class="opt" data-keys="{{ radio.keys }}">'
     "{{ radio.tag }} {{ radio.choice_label }} <kbd>{{ radio.kbd }}</kbd></label>{% endfor %}",
@@ -80,6 +88,15 @@ LOOPS = {
     "{{ radio.choice_label }} <kbd>{{ radio.kbd }}</kbd></label>{% endfor %}",
     "shift": '{% for radio in field|radios %}<label class="opt" data-shift-keys='
     '"{{ radio.data.value }}">{{ radio.tag }} {{ radio.choice_label }}</label>{% endfor %}',
+    "row": '{% for radio in field|radios %}<label class="opt" data-check-keys="{{ radio.keys }}">'
+    "{{ radio.tag }} <kbd>{{ radio.kbd }}</kbd> {{ radio.choice_label }}</label> {% endfor %}",
+    "cells": '{% for radio in field|radios %}<td><label class="opt" data-check="'
+    '{{ radio.data.value }}" data-check-keys="{{ radio.keys }}">{{ radio.tag }}<span '
+    'class="sr-only">{{ radio.choice_label }}</span></label></td>{% endfor %}',
+    "proposal": '{% for radio in field|radios %}<td><label class="opt" data-check="'
+    '{{ radio.data.value }}" data-check-keys="{{ radio.keys }}">{{ radio.tag }} <kbd>'
+    '{{ radio.kbd }}</kbd><span class="sr-only"> {{ radio.choice_label }} proposal {{ number }}'
+    "</span></label></td>{% endfor %}",
 }
 
 
@@ -92,12 +109,31 @@ def test_option_labels_are_written_as_the_template_loops_wrote_them(kind):
     for form in _states(FORMS[kind], study, assignment):
         for bound in form:
             if isinstance(bound.field.widget, forms.RadioSelect):
-                context = Context({"field": bound})
+                context = Context({"field": bound, "number": 12})
                 assert keyed_options(bound) == loops["keyed"].render(context)
                 assert keyed_options(bound, "verdict") == loops["verdict"].render(context)
                 assert shift_options(bound) == loops["shift"].render(context)
+                assert row_options(bound) == loops["row"].render(context)
+                assert check_cells(bound) == loops["cells"].render(context)
+                assert proposal_cells(bound, 12) == loops["proposal"].render(context)
                 compared += 1
     assert compared  # the comparison really ran
+
+
+def test_cached_option_markup_is_each_fields_and_each_proposals_own():
+    # Written once per combination of what it depends on (per process, whoever asks): two
+    # fields, or two proposals' rows, never share it.
+    study = Study(kind="proposal_review", name="s", reason_required=False)
+    form = FORMS["proposal_review"](
+        study=study, assignment=Assignment(display={"order": ["a", "b"]})
+    )
+    first, second = form[proposal_field(1)], form[proposal_field(2)]
+    second_row = proposal_cells(first, 2)
+    assert "proposal 2<" in second_row and "proposal 1<" not in second_row
+    assert proposal_cells(first, 1) != second_row
+    assert check_cells(first) != check_cells(second)
+    assert row_options(first) != row_options(second)
+    assert f'name="{second.html_name}"' in row_options(second)
 
 
 def test_option_labels_escape_the_value_and_label():
@@ -106,8 +142,51 @@ def test_option_labels_escape_the_value_and_label():
             choices=[('"><script>x()</script>', "<b>label</b>")], widget=forms.RadioSelect
         )
 
-    for markup in (keyed_options(Hostile()["pick"], "verdict"), shift_options(Hostile()["pick"])):
+    for markup in (
+        keyed_options(Hostile()["pick"], "verdict"),
+        shift_options(Hostile()["pick"]),
+        row_options(Hostile()["pick"]),
+        check_cells(Hostile()["pick"]),
+        proposal_cells(Hostile()["pick"], 1),
+        defined_options(Hostile()["pick"], [('"><script>x()</script>', "", "<b>", "<b>")], ""),
+    ):
         assert "<script>" not in markup and "<b>" not in markup
+
+
+# The failure-mode options' loop that ``defined_options`` replaced, as it was.
+DEFINED_LOOP = (
+    "{% for radio in form.label|radios %}{% for value, key, name, definition in view.definitions"
+    " %}{% if value == radio.data.value %}\n"
+    '    <label class="opt block" data-keys="{{ radio.keys }}">{{ radio.tag }} <kbd>{{ radio.kbd }}'
+    "</kbd> <strong>{{ name }}</strong>{% if value == view.suggestion.label %} <span "
+    'class="badge">suggested</span>{% endif %}\n'
+    '      <span class="muted small definition">{{ definition }}</span></label>\n'
+    "    {% endif %}{% endfor %}{% endfor %}"
+)
+
+
+def test_failure_mode_options_are_written_as_the_template_loop_wrote_them():
+    study = Study(kind="failure_mode", name="s", reason_required=False)
+    loop = Template("{% load annotation_tags %}" + DEFINED_LOOP)
+    definitions = [
+        (v, k[0], f"Mode <{v}>", f"What {v} means & why") for v, k in FAILURE_MODE_KEYS.items()
+    ]
+    compared = 0
+    for form in _states(FORMS["failure_mode"], study, Assignment(display={})):
+        for suggested in ("", definitions[1][0]):
+            view = {"definitions": definitions, "suggestion": {"label": suggested}}
+            expected = loop.render(Context({"form": form, "view": view}))
+            assert defined_options(form["label"], definitions, suggested) == expected
+            compared += 1
+    # Only the options with a definition are shown.
+    assert defined_options(form["label"], definitions[:2], "").count("<label") == 2
+    assert compared
+
+
+def test_the_audit_decisions_verdict_classes_are_its_values_as_they_are():
+    # The dialogue audit's decision options are keyed_options(…, "verdict"), which lower-cases
+    # the value in the class; the loop it replaced printed the value as it was.
+    assert all(value == value.lower() for value in AuditDecision.values)
 
 
 def test_flag_options_are_written_as_the_template_loop_wrote_them():

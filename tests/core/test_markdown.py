@@ -8,6 +8,8 @@ import pytest
 from annotation.highlight import highlight
 from core.markdown import (
     ALLOWED_TAGS,
+    _readable,
+    _readable_short,
     _render,
     mark_html,
     open_fence,
@@ -140,6 +142,23 @@ def test_rendering_is_cached_by_text_up_to_the_display_cap():
     long = "x " * CAP
     render_markdown(long)
     assert _render.cache_info().currsize == 1  # a text over the cap is not kept
+
+
+def test_a_short_texts_page_markup_is_kept_by_its_text_alone(settings):
+    _readable_short.cache_clear()
+    first, second = "**one** reply", "*another* reply"
+    assert readable(first) is readable(first, full_url="/x", whole=True)  # the same markup
+    assert readable(second) == _readable(second) != readable(first)  # each text its own
+    assert _readable_short.cache_info().currsize == 2
+    # Marks, a cut and a long text are written each time, never from the cache.
+    readable(first, pieces=[(0, 3, "j1"), (3, len(first), "")])
+    readable(first, cut=5)
+    long = "x " * CAP
+    assert "long-text" in readable(long)  # cut
+    assert _readable_short.cache_info().currsize == 2
+    # A smaller cap cuts a text that was kept whole under the larger one.
+    settings.PROACTBENCH_DISPLAY_MAX_CHARS = 8
+    assert readable(first) == _readable(first) != _readable_short(first)
 
 
 # --- Marks on the rendered text -----------------------------------------------------------------
