@@ -32,6 +32,7 @@ from django.db import connection
 
 from annotation.models import Answer, Assignment, AssignmentState, Rater, Study, StudyItem
 from benchmark.models import EvaluationUnit, Trigger, Turn, TurnImage
+from core import prepared
 from core.rows import columns, fetch_rows, first, load, width
 
 
@@ -94,7 +95,8 @@ def leased(rater_id: int, *, latest_only: bool = False) -> list[Assignment]:
 def places_taken(item_id: int, now: datetime, *, excluding: int | None = None) -> int:
     """Places taken on the item — done assignments and running leases — ``excluding`` one."""
     with connection.cursor() as cursor:
-        cursor.execute(
+        prepared.execute(
+            cursor,
             f"SELECT COUNT(*) FROM {Assignment._meta.db_table}"  # noqa: S608
             " WHERE item_id = %s AND id <> %s"
             " AND (state = %s OR (state = %s AND lease_expires_at > %s))",
@@ -146,9 +148,12 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
     )
     params: list = [rater.study_id]
     if open_items is not None:
-        count_open, params = "%s", [open_items]
+        # Cast: a bare parameter in the select list has no type a prepared statement could
+        # give it (core.prepared).
+        count_open, params = "CAST(%s AS integer)", [open_items]
     with connection.cursor() as cursor:
-        cursor.execute(
+        prepared.execute(
+            cursor,
             f"SELECT COUNT(*), SUM(an.time_on_item_s), {count_open},"  # noqa: S608
             f" (SELECT COUNT(*) FROM {Assignment._meta.db_table} m"
             f"  JOIN {StudyItem._meta.db_table} i ON i.id = m.item_id"
@@ -177,7 +182,8 @@ def rater_lock(rater: Rater, *, relaxed_commit: bool = False) -> Rater:
     if relaxed_commit and connection.vendor == "postgresql":
         relax = ", set_config('synchronous_commit', 'off', true)"
     with connection.cursor() as cursor:
-        cursor.execute(
+        prepared.execute(
+            cursor,
             f"SELECT s.status{relax} FROM {Rater._meta.db_table} r"  # noqa: S608
             f" JOIN {Study._meta.db_table} s ON s.id = r.study_id WHERE r.id = %s{lock}",
             [rater.pk],
@@ -320,7 +326,8 @@ def trigger_conversation_replies(
     index = connection.ops.quote_name("index")
     placeholders = ", ".join(["%s"] * len(unit_ids))
     with connection.cursor() as cursor:
-        cursor.execute(
+        prepared.execute(
+            cursor,
             "SELECT 0 AS part, t.type, t.pass_criteria, t.partial_criteria,"  # noqa: S608
             f" t.fail_criteria, tu.dialogue_id, tu.{index}, c.{index} AS pos, c.user_message,"
             " c.assistant_response"

@@ -2,7 +2,8 @@
 the ORM cannot say). A statement selects ``columns(Model, alias)`` and ``load`` turns its row
 into the instance the ORM would have built: every field's converter applied, ``_state`` set,
 no query. Only table names and fixed fragments are ever formatted into a statement; every
-value is a parameter.
+value is a parameter. Statements run here are prepared once per PostgreSQL connection
+(``core.prepared``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, TypeVar
 
 from django.db import connection, models
 from django.db.models import signals
+
+from core import prepared
 
 M = TypeVar("M", bound=models.Model)
 
@@ -78,7 +81,7 @@ def load(model: type[M], row: Sequence[Any], start: int = 0) -> M:
 def fetch_rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         try:
-            cursor.execute(sql, params)
+            prepared.execute(cursor, sql, params)
         except OverflowError:  # SQLite binds no integer beyond 64 bits: no row holds one
             return []
         return cursor.fetchall()
@@ -157,7 +160,7 @@ def insert(instance: M) -> M:
             return instance
         values.append(field.get_db_prep_save(value, connection))
     with connection.cursor() as cursor:
-        cursor.execute(inserter.sql, values)
+        prepared.execute(cursor, inserter.sql, values)
         if inserter.returning:
             pk = cursor.fetchone()[0]
         else:
@@ -202,5 +205,5 @@ def update(model: type[models.Model], pk: Any, **values: Any) -> int:
     params = [_concrete(model, n).get_db_prep_save(v, connection) for n, v in values.items()]
     params.append(opts.pk.get_db_prep_value(pk, connection))
     with connection.cursor() as cursor:
-        cursor.execute(_update_sql(connection.alias, model, tuple(values)), params)
+        prepared.execute(cursor, _update_sql(connection.alias, model, tuple(values)), params)
         return cursor.rowcount

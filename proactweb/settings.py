@@ -145,6 +145,9 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# PostgreSQL: the hot paths' own statements (core.rows, the apps' sql.py) are prepared once
+# per connection, so that they are not planned again on every request (core/prepared.py).
+DB_PREPARE_STATEMENTS = env_bool("DB_PREPARE_STATEMENTS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server and the Celery worker write side by side; IMMEDIATE transactions
     # take the write lock up front, so two writers queue on the timeout instead of deadlocking.

@@ -1,0 +1,100 @@
+"""The hot paths' own SQL (``core.rows``, the apps' ``sql.py``), planned once per PostgreSQL
+connection instead of on every request.
+
+Why: on the annotation answer request PostgreSQL spent ~2.2 ms planning its reads against
+~0.8 ms running them (EXPLAIN ANALYZE of each, warm; bench/README.md). psycopg's prepared
+statements (server-side binding) plan once too, but their binding and bookkeeping cost the
+web process more than the database saved (commit b857b8e). Here the statement is prepared in
+SQL — ``PREPARE name AS …`` sent with its first ``EXECUTE name(…)`` in one round trip — and
+then run as ``EXECUTE name(…)``, both through Django's usual client-side binding: the web
+process's work per statement is what it was, the round trips are as many, and PostgreSQL
+plans each statement once per connection (its own plan cache chooses, after five runs,
+between a generic plan and planning afresh).
+
+Invariants:
+- A statement's name is a hash of its text: the same text is the same statement on every
+  connection. Only text written in this codebase comes here; every value is a parameter.
+- What this process has prepared is kept per database connection (a new one has none). After
+  any error in a statement sent here, it is read afresh from ``pg_prepared_statements`` before
+  the connection's next one: an error after ``PREPARE`` took effect (it is not undone by a
+  rollback) must not make the next ``PREPARE`` of that name fail.
+- At most ``MAX_PER_CONNECTION`` statements are prepared on a connection; beyond, statements
+  run as plain SQL. Off (``DB_PREPARE_STATEMENTS=0``) or not on PostgreSQL: plain SQL.
+- A parameter PostgreSQL cannot type from where it stands (one in the select list) must carry
+  a cast in the statement (``%s::integer``): prepared, it would otherwise be text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import weakref
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from django.conf import settings
+from django.db import connection
+
+MAX_PER_CONNECTION = 256
+
+# The statements each connection has prepared (None: to be read afresh, after an error), by
+# the driver's connection object: dropped with it.
+_prepared: weakref.WeakKeyDictionary[Any, set[str] | None] = weakref.WeakKeyDictionary()
+
+_PLACEHOLDER = re.compile(r"%%|%s")
+
+
+class _Statement(NamedTuple):
+    name: str
+    prepare: str  # PREPARE … AS the text with $1 … $n, still %%-escaped for the driver
+    execute: str  # EXECUTE name(%s, …)
+
+
+@lru_cache(maxsize=1024)
+def _statement(sql: str) -> _Statement:
+    name = "pb_" + hashlib.blake2b(sql.encode(), digest_size=8).hexdigest()
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group() == "%%":
+            return "%%"
+        count += 1
+        return f"${count}"
+
+    numbered = _PLACEHOLDER.sub(number, sql)
+    arguments = f"({', '.join(['%s'] * count)})" if count else ""
+    return _Statement(name, f"PREPARE {name} AS {numbered}", f"EXECUTE {name}{arguments}")
+
+
+def enabled() -> bool:
+    return connection.vendor == "postgresql" and settings.DB_PREPARE_STATEMENTS
+
+
+def execute(cursor: Any, sql: str, params: Sequence[Any]) -> None:
+    """``cursor.execute(sql, params)``; on PostgreSQL the statement prepared once per
+    connection. ``cursor`` is a Django cursor of ``connection``; read its rows as usual."""
+    if not enabled():
+        cursor.execute(sql, params)
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    prepared = _prepared.get(raw, set())
+    if prepared is None:
+        cursor.execute("SELECT name FROM pg_prepared_statements")
+        prepared = {name for (name,) in cursor.fetchall()}
+    _prepared[raw] = prepared
+    statement = _statement(sql)
+    try:
+        if statement.name in prepared:
+            cursor.execute(statement.execute, params)
+        elif len(prepared) < MAX_PER_CONNECTION:
+            cursor.execute(f"{statement.prepare}; {statement.execute}", params)
+            prepared.add(statement.name)
+            cursor.nextset()  # past PREPARE's (empty) result, to EXECUTE's rows
+        else:
+            cursor.execute(sql, params)
+    except Exception:
+        _prepared[raw] = None
+        raise
