@@ -34,7 +34,6 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import connection
 
 MAX_PER_CONNECTION = 256
 
@@ -68,18 +67,14 @@ def _statement(sql: str) -> _Statement:
     return _Statement(name, f"PREPARE {name} AS {numbered}", f"EXECUTE {name}{arguments}")
 
 
-def enabled() -> bool:
-    return connection.vendor == "postgresql" and settings.DB_PREPARE_STATEMENTS
-
-
 def execute(cursor: Any, sql: str, params: Sequence[Any]) -> None:
     """``cursor.execute(sql, params)``; on PostgreSQL the statement prepared once per
-    connection. ``cursor`` is a Django cursor of ``connection``; read its rows as usual."""
-    if not enabled():
+    connection. ``cursor`` is a Django cursor; read its rows as usual."""
+    db = cursor.db  # its connection, without a lookup of the connection proxy at each use
+    if db.vendor != "postgresql" or not settings.DB_PREPARE_STATEMENTS:
         cursor.execute(sql, params)
         return
-    connection.ensure_connection()
-    raw = connection.connection
+    raw = db.connection  # open: the cursor was made on it
     prepared = _prepared.get(raw, set())
     if prepared is None:
         cursor.execute("SELECT name FROM pg_prepared_statements")
