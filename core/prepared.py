@@ -1,15 +1,18 @@
-"""The hot paths' own SQL (``core.rows``, the apps' ``sql.py``), planned once per PostgreSQL
-connection instead of on every request.
+"""The hot paths' own SQL (``core.rows``, the apps' ``sql.py``), prepared once per PostgreSQL
+connection instead of parsed on every request.
 
-Why: on the annotation answer request PostgreSQL spent ~2.2 ms planning its reads against
-~0.8 ms running them (EXPLAIN ANALYZE of each, warm; bench/README.md). psycopg's prepared
-statements (server-side binding) plan once too, but their binding and bookkeeping cost the
-web process more than the database saved (commit b857b8e). Here the statement is prepared in
-SQL — ``PREPARE name AS …`` sent with its first ``EXECUTE name(…)`` in one round trip — and
-then run as ``EXECUTE name(…)``, both through Django's usual client-side binding: the web
-process's work per statement is what it was, the round trips are as many, and PostgreSQL
-plans each statement once per connection (its own plan cache chooses, after five runs,
-between a generic plan and planning afresh).
+Here the statement is prepared in SQL — ``PREPARE name AS …`` sent with its first
+``EXECUTE name(…)`` in one round trip — and then run as ``EXECUTE name(…)``, both through
+Django's usual client-side binding: the web process's work per statement is what it was and
+the round trips are as many, while PostgreSQL parses, analyses and rewrites each statement
+once per connection. psycopg's own prepared statements (server-side binding) cost the web
+process more than the database saved (commit b857b8e).
+
+Each run is still planned for its own values: the settings set ``plan_cache_mode`` to
+``force_custom_plan`` on these connections. With PostgreSQL's default, a generic plan chosen
+after a statement's fifth run doubled its CPU per answer under the annotation benchmark's
+HTTP load (bench/README.md); planned each time, the load ran at 137.5 against 112 answers/s
+without preparing.
 
 Invariants:
 - A statement's name is a hash of its text: the same text is the same statement on every

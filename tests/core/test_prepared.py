@@ -104,3 +104,21 @@ def test_off_or_on_sqlite_statements_run_as_written(settings):
     settings.DB_PREPARE_STATEMENTS = connection.vendor != "postgresql"
     sql = _fresh("SELECT 1 + %s")
     assert _run(sql, [1]) == ([(2,)], [sql.replace("%s", "1")])
+
+
+@on_postgresql
+def test_each_run_is_planned_for_its_own_values():
+    """Never a generic plan (core.prepared: one doubled PostgreSQL's CPU under load), however
+    often a statement runs."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_custom_plan"
+    sql = _fresh("SELECT count(*) FROM generate_series(1, 10) g WHERE g > %s")
+    for limit in range(8):
+        assert _run(sql, [limit])[0] == [(10 - limit,)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
+            [prepared._statement(sql).name],
+        )
+        assert cursor.fetchone() == (0, 8)
