@@ -11,8 +11,8 @@ process more than the database saved (commit b857b8e).
 Each run is still planned for its own values: the settings set ``plan_cache_mode`` to
 ``force_custom_plan`` on these connections. With PostgreSQL's default, a generic plan chosen
 after a statement's fifth run doubled its CPU per answer under the annotation benchmark's
-HTTP load (bench/README.md); planned each time, the load ran at 137.5 against 112 answers/s
-without preparing.
+HTTP load (bench/README.md); planned each time, that load ran at 119–141 answers/s against
+109–116 unprepared.
 
 Invariants:
 - A statement's name is a hash of its text: the same text is the same statement on every
