@@ -22,7 +22,8 @@ Invariants:
   the connection's next one: an error after ``PREPARE`` took effect (it is not undone by a
   rollback) must not make the next ``PREPARE`` of that name fail.
 - At most ``MAX_PER_CONNECTION`` statements are prepared on a connection; beyond, statements
-  run as plain SQL. Off (``DB_PREPARE_STATEMENTS=0``) or not on PostgreSQL: plain SQL.
+  run as plain SQL. Off (``DB_PREPARE_STATEMENTS=0``) or not on PostgreSQL: plain SQL. So
+  does a run with an integer parameter beyond 64 bits (it finds nothing, as before).
 - A parameter PostgreSQL cannot type from where it stands (one in the select list) must carry
   a cast in the statement (``%s::integer``): prepared, it would otherwise be text.
 """
@@ -39,6 +40,7 @@ from typing import Any, NamedTuple
 from django.conf import settings
 
 MAX_PER_CONNECTION = 256
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 # The statements each connection has prepared (None: to be read afresh, after an error), by
 # the driver's connection object: dropped with it.
@@ -74,7 +76,14 @@ def execute(cursor: Any, sql: str, params: Sequence[Any]) -> None:
     """``cursor.execute(sql, params)``; on PostgreSQL the statement prepared once per
     connection. ``cursor`` is a Django cursor; read its rows as usual."""
     db = cursor.db  # its connection, without a lookup of the connection proxy at each use
-    if db.vendor != "postgresql" or not settings.DB_PREPARE_STATEMENTS:
+    if (
+        db.vendor != "postgresql"
+        or not settings.DB_PREPARE_STATEMENTS
+        or any(type(p) is int and not _INT64_MIN <= p <= _INT64_MAX for p in params)
+    ):
+        # An integer beyond 64 bits (a URL's id): plain SQL compares it as the number it is
+        # and finds nothing, where a prepared parameter, typed by its bigint column, would
+        # refuse it with an error.
         cursor.execute(sql, params)
         return
     raw = db.connection  # open: the cursor was made on it

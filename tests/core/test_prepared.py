@@ -122,3 +122,13 @@ def test_each_run_is_planned_for_its_own_values():
             [prepared._statement(sql).name],
         )
         assert cursor.fetchone() == (0, 8)
+
+
+@on_postgresql
+def test_an_integer_beyond_64_bits_finds_nothing_as_in_plain_sql():
+    """A URL's id can be any length: prepared, its bigint parameter would refuse it."""
+    sql = _fresh("SELECT id FROM auth_user WHERE id = %s")
+    _run(sql, [1])  # prepared
+    rows, sent = _run(sql, [10**30])
+    assert rows == [] and "PREPARE" not in sent[0] and "EXECUTE" not in sent[0]
+    assert _run(sql, [-(10**30)])[0] == []
