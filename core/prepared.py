@@ -8,11 +8,16 @@ the round trips are as many, while PostgreSQL parses, analyses and rewrites each
 once per connection. psycopg's own prepared statements (server-side binding) cost the web
 process more than the database saved (commit b857b8e).
 
-Each run is still planned for its own values: the settings set ``plan_cache_mode`` to
-``force_custom_plan`` on these connections. With PostgreSQL's default, a generic plan chosen
-after a statement's fifth run doubled its CPU per answer under the annotation benchmark's
-HTTP load (bench/README.md); planned each time, that load ran at 119–141 answers/s against
-109–116 unprepared.
+Plans: a prepared statement gets PostgreSQL's own choice (``plan_cache_mode`` ``auto``): a plan
+for its values on its first five runs, then one generic plan, kept while its estimated cost is
+no worse. That saves the planning too, which cost as much as the running on the answer request
+(pg_stat_statements: ~1.8 ms of planning against ~1.8 ms of execution per answer). A statement
+whose best plan depends on its values — which study, how far its items are answered, whose
+history — is marked ``custom_plan=True`` by its caller and runs as plain SQL, planned afresh
+each time: generic, those cost 4–15× their custom plans under the annotation benchmark's load
+(the next item's search 2.2 against 0.29 ms, the progress count 8.9–10.5 against 0.6–1.4 ms;
+bench/README.md), which had doubled PostgreSQL's CPU per answer when every statement was
+prepared.
 
 Invariants:
 - A statement's name is a hash of its text: the same text is the same statement on every
@@ -23,7 +28,8 @@ Invariants:
   rollback) must not make the next ``PREPARE`` of that name fail.
 - At most ``MAX_PER_CONNECTION`` statements are prepared on a connection; beyond, statements
   run as plain SQL. Off (``DB_PREPARE_STATEMENTS=0``) or not on PostgreSQL: plain SQL. So
-  does a run with an integer parameter beyond 64 bits (it finds nothing, as before).
+  does a run with an integer parameter beyond 64 bits (it finds nothing, as before), and a
+  statement run with ``custom_plan=True``.
 - A parameter PostgreSQL cannot type from where it stands (one in the select list) must carry
   a cast in the statement (``%s::integer``): prepared, it would otherwise be text.
 """
@@ -72,12 +78,14 @@ def _statement(sql: str) -> _Statement:
     return _Statement(name, f"PREPARE {name} AS {numbered}", f"EXECUTE {name}{arguments}")
 
 
-def execute(cursor: Any, sql: str, params: Sequence[Any]) -> None:
+def execute(cursor: Any, sql: str, params: Sequence[Any], *, custom_plan: bool = False) -> None:
     """``cursor.execute(sql, params)``; on PostgreSQL the statement prepared once per
-    connection. ``cursor`` is a Django cursor; read its rows as usual."""
+    connection, unless ``custom_plan`` (its plan must fit each run's values: plain SQL).
+    ``cursor`` is a Django cursor; read its rows as usual."""
     db = cursor.db  # its connection, without a lookup of the connection proxy at each use
     if (
-        db.vendor != "postgresql"
+        custom_plan
+        or db.vendor != "postgresql"
         or not settings.DB_PREPARE_STATEMENTS
         or any(type(p) is int and not _INT64_MIN <= p <= _INT64_MAX for p in params)
     ):

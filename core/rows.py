@@ -78,18 +78,23 @@ def load(model: type[M], row: Sequence[Any], start: int = 0) -> M:
     return model.from_db(connection.alias, loader.names, values)
 
 
-def fetch_rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+def fetch_rows(
+    sql: str, params: Sequence[Any], *, custom_plan: bool = False
+) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (``custom_plan``: see ``core.prepared.execute``)."""
     with connection.cursor() as cursor:
         try:
-            prepared.execute(cursor, sql, params)
+            prepared.execute(cursor, sql, params, custom_plan=custom_plan)
         except OverflowError:  # SQLite binds no integer beyond 64 bits: no row holds one
             return []
         return cursor.fetchall()
 
 
-def first(model: type[M], sql: str, params: Sequence[Any]) -> M | None:
+def first(
+    model: type[M], sql: str, params: Sequence[Any], *, custom_plan: bool = False
+) -> M | None:
     """The first ``model`` instance ``sql`` (``SELECT {columns(model, a)} …``) finds, or None."""
-    rows = fetch_rows(sql, params)
+    rows = fetch_rows(sql, params, custom_plan=custom_plan)
     return load(model, rows[0]) if rows else None
 
 

@@ -106,22 +106,37 @@ def test_off_or_on_sqlite_statements_run_as_written(settings):
     assert _run(sql, [1]) == ([(2,)], [sql.replace("%s", "1")])
 
 
-@on_postgresql
-def test_each_run_is_planned_for_its_own_values():
-    """Never a generic plan (core.prepared: one doubled PostgreSQL's CPU under load), however
-    often a statement runs."""
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW plan_cache_mode")
-        assert cursor.fetchone()[0] == "force_custom_plan"
-    sql = _fresh("SELECT count(*) FROM generate_series(1, 10) g WHERE g > %s")
-    for limit in range(8):
-        assert _run(sql, [limit])[0] == [(10 - limit,)]
+def _plans(sql: str) -> tuple[int, int]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
             [prepared._statement(sql).name],
         )
-        assert cursor.fetchone() == (0, 8)
+        return cursor.fetchone()
+
+
+@on_postgresql
+def test_a_prepared_statement_is_planned_once_postgresql_finds_its_generic_plan_as_good():
+    """PostgreSQL's own choice (plan_cache_mode auto): custom plans for the first five runs,
+    then the generic plan — planned no more — where its cost is no worse."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "auto"
+    sql = _fresh("SELECT username FROM auth_user WHERE id = %s")
+    for user_id in range(8):
+        assert _run(sql, [user_id])[0] == []
+    assert _plans(sql) == (3, 5)
+
+
+@on_postgresql
+def test_a_statement_whose_plan_must_fit_its_values_runs_as_written_every_time():
+    sql = _fresh("SELECT count(*) FROM generate_series(1, 10) g WHERE g > %s")
+    for limit in range(8):
+        with CaptureQueriesContext(connection) as captured, connection.cursor() as cursor:
+            prepared.execute(cursor, sql, [limit], custom_plan=True)
+            assert cursor.fetchall() == [(10 - limit,)]
+        assert [q["sql"] for q in captured.captured_queries] == [sql.replace("%s", str(limit))]
+    assert prepared._statement(sql).name not in _prepared_names()
 
 
 @on_postgresql
