@@ -164,8 +164,6 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
             "  ON an.assignment_id = a.id AND an.retracted_at IS NULL"
             " WHERE a.rater_id = %s AND a.state = %s",
             [*params, rater.pk, AssignmentState.LEASED, rater.pk, AssignmentState.DONE],
-            # Its best plan depends on the rater's history: generic, it cost ~10× (core.prepared).
-            custom_plan=True,
         )
         done, seconds, open_count, held_before = cursor.fetchone()
     return ProgressCounts(done, seconds or 0.0, open_count, held_before)
@@ -189,6 +187,7 @@ def rater_lock(rater: Rater, *, relaxed_commit: bool = False) -> Rater:
             f"SELECT s.status{relax} FROM {Rater._meta.db_table} r"  # noqa: S608
             f" JOIN {Study._meta.db_table} s ON s.id = r.study_id WHERE r.id = %s{lock}",
             [rater.pk],
+            generic_plan=True,  # two rows by their keys, in tables annotating does not grow
         )
         rater.study.status = cursor.fetchone()[0]
     return rater
@@ -230,8 +229,7 @@ def first_candidate(
         AssignmentState.LEASED,
         connection.ops.adapt_datetimefield_value(now),
     ]
-    # Its best plan depends on the study and how far its items are answered (core.prepared).
-    return first(StudyItem, sql, params, custom_plan=True)
+    return first(StudyItem, sql, params)
 
 
 @dataclass(frozen=True)
@@ -269,7 +267,6 @@ def answer_target(*, rater_id: int, item_token: str, idempotency_key: str) -> An
         " ) p ON 1 = 1"
         f" WHERE i.token = %s AND a.rater_id = %s {lock}",
         [AssignmentState.LEASED, idempotency_key, item_token, rater_id],
-        custom_plan=True,  # its generic plan cost half as much again (core.prepared)
     )
     if not rows:
         return None
@@ -353,6 +350,9 @@ def trigger_conversation_replies(
             " WHERE t.id = %s"
             " ORDER BY part, pos",
             [trigger_id, *unit_ids, trigger_id],
+            # The corpus does not grow while a study is annotated, and planning this cost six
+            # times running it (core.prepared).
+            generic_plan=True,
         )
         rows = cursor.fetchall()
     turns = [row for row in rows if row[0] == 0]

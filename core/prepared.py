@@ -8,16 +8,21 @@ the round trips are as many, while PostgreSQL parses, analyses and rewrites each
 once per connection. psycopg's own prepared statements (server-side binding) cost the web
 process more than the database saved (commit b857b8e).
 
-Plans: a prepared statement gets PostgreSQL's own choice (``plan_cache_mode`` ``auto``): a plan
-for its values on its first five runs, then one generic plan, kept while its estimated cost is
-no worse. That saves the planning too, which cost as much as the running on the answer request
-(pg_stat_statements: ~1.8 ms of planning against ~1.8 ms of execution per answer). A statement
-whose best plan depends on its values — which study, how far its items are answered, whose
-history — is marked ``custom_plan=True`` by its caller and runs as plain SQL, planned afresh
-each time: generic, those cost 4–15× their custom plans under the annotation benchmark's load
-(the next item's search 2.2 against 0.29 ms, the progress count 8.9–10.5 against 0.6–1.4 ms;
-bench/README.md), which had doubled PostgreSQL's CPU per answer when every statement was
-prepared.
+Each run is still planned for its own values: the settings set ``plan_cache_mode`` to
+``force_custom_plan`` on these connections. With PostgreSQL's default, a generic plan chosen
+after a statement's fifth run doubled its CPU per answer under the annotation benchmark's
+HTTP load (bench/README.md); planned each time, that load ran at 119–141 answers/s against
+109–116 unprepared. The cause: a generic plan is made once, for the table as it is then, and
+kept while the table grows — on a new study's assignments, a sequential scan chosen while the
+table was nearly empty read 3–12× the buffers of an index scan (pg_stat_statements: the
+rater's leases, an item's places, the assignment's update and its foreign-key check).
+
+A statement that reads only tables annotating does not grow (the corpus: a conversation and
+its replies; a session, a user, a rater and its study, each by its key) may ask for
+PostgreSQL's own choice, ``generic_plan=True``: ``plan_cache_mode`` ``auto`` for that run alone
+(``SET LOCAL`` before it and back to the connection's default after it, in the same round
+trip), so that after five runs it is planned no more where the generic plan costs no more.
+The conversation's UNION ALL spent ~0.6 ms planning each run and ~0.1 ms running.
 
 Invariants:
 - A statement's name is a hash of its text: the same text is the same statement on every
@@ -28,8 +33,7 @@ Invariants:
   rollback) must not make the next ``PREPARE`` of that name fail.
 - At most ``MAX_PER_CONNECTION`` statements are prepared on a connection; beyond, statements
   run as plain SQL. Off (``DB_PREPARE_STATEMENTS=0``) or not on PostgreSQL: plain SQL. So
-  does a run with an integer parameter beyond 64 bits (it finds nothing, as before), and a
-  statement run with ``custom_plan=True``.
+  does a run with an integer parameter beyond 64 bits (it finds nothing, as before).
 - A parameter PostgreSQL cannot type from where it stands (one in the select list) must carry
   a cast in the statement (``%s::integer``): prepared, it would otherwise be text.
 """
@@ -78,14 +82,22 @@ def _statement(sql: str) -> _Statement:
     return _Statement(name, f"PREPARE {name} AS {numbered}", f"EXECUTE {name}{arguments}")
 
 
-def execute(cursor: Any, sql: str, params: Sequence[Any], *, custom_plan: bool = False) -> None:
+# Around a generic_plan run. SET LOCAL holds to the end of the transaction: in autocommit
+# that is the end of this very query string (one implicit transaction), and inside an atomic
+# block the second SET gives the connection's own mode back at once. An error in between
+# ends the transaction (or rolls back to its savepoint), which undoes the first SET too.
+_AUTO_PLAN = "SET LOCAL plan_cache_mode = auto"
+_OWN_PLAN = "SET LOCAL plan_cache_mode TO DEFAULT"
+
+
+def execute(cursor: Any, sql: str, params: Sequence[Any], *, generic_plan: bool = False) -> None:
     """``cursor.execute(sql, params)``; on PostgreSQL the statement prepared once per
-    connection, unless ``custom_plan`` (its plan must fit each run's values: plain SQL).
-    ``cursor`` is a Django cursor; read its rows as usual."""
+    connection and, with ``generic_plan`` (only for a statement on tables the request does not
+    grow), planned as PostgreSQL chooses rather than for each run's values. ``cursor`` is a
+    Django cursor; read its rows as usual."""
     db = cursor.db  # its connection, without a lookup of the connection proxy at each use
     if (
-        custom_plan
-        or db.vendor != "postgresql"
+        db.vendor != "postgresql"
         or not settings.DB_PREPARE_STATEMENTS
         or any(type(p) is int and not _INT64_MIN <= p <= _INT64_MAX for p in params)
     ):
@@ -101,15 +113,19 @@ def execute(cursor: Any, sql: str, params: Sequence[Any], *, custom_plan: bool =
         prepared = {name for (name,) in cursor.fetchall()}
     _prepared[raw] = prepared
     statement = _statement(sql)
+    run = f"{_AUTO_PLAN}; {statement.execute}; {_OWN_PLAN}" if generic_plan else statement.execute
     try:
         if statement.name in prepared:
-            cursor.execute(statement.execute, params)
+            cursor.execute(run, params)
         elif len(prepared) < MAX_PER_CONNECTION:
-            cursor.execute(f"{statement.prepare}; {statement.execute}", params)
+            cursor.execute(f"{statement.prepare}; {run}", params)
             prepared.add(statement.name)
-            cursor.nextset()  # past PREPARE's (empty) result, to EXECUTE's rows
+            cursor.nextset()  # past PREPARE's (empty) result
         else:
             cursor.execute(sql, params)
+            return
+        if generic_plan:
+            cursor.nextset()  # past the first SET's, to EXECUTE's rows
     except Exception:
         _prepared[raw] = None
         raise

@@ -79,22 +79,22 @@ def load(model: type[M], row: Sequence[Any], start: int = 0) -> M:
 
 
 def fetch_rows(
-    sql: str, params: Sequence[Any], *, custom_plan: bool = False
+    sql: str, params: Sequence[Any], *, generic_plan: bool = False
 ) -> list[tuple[Any, ...]]:
-    """The rows of ``sql`` (``custom_plan``: see ``core.prepared.execute``)."""
+    """The rows of ``sql`` (``generic_plan``: see ``core.prepared.execute``)."""
     with connection.cursor() as cursor:
         try:
-            prepared.execute(cursor, sql, params, custom_plan=custom_plan)
+            prepared.execute(cursor, sql, params, generic_plan=generic_plan)
         except OverflowError:  # SQLite binds no integer beyond 64 bits: no row holds one
             return []
         return cursor.fetchall()
 
 
 def first(
-    model: type[M], sql: str, params: Sequence[Any], *, custom_plan: bool = False
+    model: type[M], sql: str, params: Sequence[Any], *, generic_plan: bool = False
 ) -> M | None:
     """The first ``model`` instance ``sql`` (``SELECT {columns(model, a)} …``) finds, or None."""
-    rows = fetch_rows(sql, params, custom_plan=custom_plan)
+    rows = fetch_rows(sql, params, generic_plan=generic_plan)
     return load(model, rows[0]) if rows else None
 
 

@@ -2,7 +2,9 @@
 user — as plain statements: with Django's own backends (the ORM's ``get``) a request of the
 annotation workspace cost ~1 ms more CPU (about 1,400 Python calls; the annotation load
 benchmark, bench/README.md). tests/core/test_sessions.py checks both against Django's.
-Only table and column names are formatted into a statement; every value is a parameter."""
+Only table and column names are formatted into a statement; every value is a parameter.
+Both look a row up by its key in a table that annotating does not grow: planned once
+(``core.prepared``, ``generic_plan``)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ def live_session(session_key: str) -> Session | None:
         f"SELECT {columns(Session, 's')} FROM {Session._meta.db_table} s"  # noqa: S608
         " WHERE s.session_key = %s AND s.expire_date > %s",
         [session_key, connection.ops.adapt_datetimefield_value(timezone.now())],
+        generic_plan=True,
     )
 
 
@@ -31,4 +34,5 @@ def user_by_pk(model: type[User], pk: object) -> User | None:
         f"SELECT {columns(model, 'u')} FROM {model._meta.db_table} u"  # noqa: S608
         f' WHERE u."{model._meta.pk.column}" = %s',
         [pk],
+        generic_plan=True,
     )

@@ -146,11 +146,19 @@ DATABASES = {
     )
 }
 # PostgreSQL: the hot paths' own statements (core.rows, the apps' sql.py) are prepared once
-# per connection, so that they are not parsed and planned again on every request; those whose
-# plan must fit each run's values run as plain SQL (core/prepared.py). Off: every statement
-# runs as written (for a pooler in transaction mode, which cannot keep a connection's
-# prepared statements).
+# per connection, so that they are not parsed again on every request (core/prepared.py). Each
+# run is still planned for its own values: a generic plan, PostgreSQL's own choice after five
+# runs, doubled its CPU per answer under the annotation benchmark's load (bench/README.md).
+# A read of tables that annotating does not grow asks for PostgreSQL's own choice for itself
+# (core.prepared: generic_plan). Only cached plans have a plan to choose — prepared statements
+# and PostgreSQL's own foreign-key checks, whose generic plans on a new study's assignments
+# read up to 12× the buffers — so the setting changes nothing else.
 DB_PREPARE_STATEMENTS = env_bool("DB_PREPARE_STATEMENTS", True)
+if DB_PREPARE_STATEMENTS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options["options"] = (
+        _options.get("options", "") + " -c plan_cache_mode=force_custom_plan"
+    ).strip()
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server and the Celery worker write side by side; IMMEDIATE transactions
     # take the write lock up front, so two writers queue on the timeout instead of deadlocking.

@@ -346,36 +346,3 @@ def test_the_annotation_hot_path_runs_exactly_its_statements(
     with django_assert_num_queries(6):
         again = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
     assert token_of(again) == token_of(shown)
-
-
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="PREPARE/EXECUTE are PostgreSQL's: on SQLite every statement runs as written",
-)
-def test_the_answer_requests_statements_are_prepared_but_the_three_planned_for_their_values(
-    make_study, make_annotators, client
-):
-    """core.prepared: on PostgreSQL the hot path's own statements run by name, planned once,
-    except the three whose best plan depends on their values (generic, they cost 4–15× under
-    the annotation benchmark's load): the next item's search, the answered item's locked read
-    and the progress count, sent as written and planned each time."""
-    users = make_annotators(2)
-    study = make_study(annotators=users, overlap=2)
-    client.force_login(users[0])
-    shown = client.post(reverse("annotation:next", args=[study.pk]), headers=HTMX)
-    for _ in range(2):  # the first answer prepares; the second runs what was prepared
-        with CaptureQueriesContext(connection) as captured:
-            shown = client.post(
-                reverse("annotation:answer", args=[study.pk, token_of(shown)]),
-                pairwise_answer(shown),
-                headers=HTMX,
-            )
-        assert shown.status_code == 200 and token_of(shown)
-    # The test's own transaction makes the request's a savepoint.
-    sent = [q["sql"] for q in captured.captured_queries if "SAVEPOINT" not in q["sql"]]
-    plain = [sql for sql in sent if not sql.startswith("EXECUTE pb_")]
-    assert len(plain) == 3, plain
-    assert any("SKIP LOCKED" in sql for sql in plain)  # the next item's search
-    assert any("idempotency_key" in sql and "FOR UPDATE OF i" in sql for sql in plain)
-    assert any("SUM(an.time_on_item_s)" in sql for sql in plain)  # progress
-    assert len(sent) - len(plain) >= 9

@@ -5,7 +5,7 @@ statement's next run; off, or on SQLite, the statement runs as written."""
 import uuid
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from core import prepared
@@ -106,37 +106,22 @@ def test_off_or_on_sqlite_statements_run_as_written(settings):
     assert _run(sql, [1]) == ([(2,)], [sql.replace("%s", "1")])
 
 
-def _plans(sql: str) -> tuple[int, int]:
+@on_postgresql
+def test_each_run_is_planned_for_its_own_values():
+    """Never a generic plan (core.prepared: one doubled PostgreSQL's CPU under load), however
+    often a statement runs."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_custom_plan"
+    sql = _fresh("SELECT count(*) FROM generate_series(1, 10) g WHERE g > %s")
+    for limit in range(8):
+        assert _run(sql, [limit])[0] == [(10 - limit,)]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
             [prepared._statement(sql).name],
         )
-        return cursor.fetchone()
-
-
-@on_postgresql
-def test_a_prepared_statement_is_planned_once_postgresql_finds_its_generic_plan_as_good():
-    """PostgreSQL's own choice (plan_cache_mode auto): custom plans for the first five runs,
-    then the generic plan — planned no more — where its cost is no worse."""
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW plan_cache_mode")
-        assert cursor.fetchone()[0] == "auto"
-    sql = _fresh("SELECT username FROM auth_user WHERE id = %s")
-    for user_id in range(8):
-        assert _run(sql, [user_id])[0] == []
-    assert _plans(sql) == (3, 5)
-
-
-@on_postgresql
-def test_a_statement_whose_plan_must_fit_its_values_runs_as_written_every_time():
-    sql = _fresh("SELECT count(*) FROM generate_series(1, 10) g WHERE g > %s")
-    for limit in range(8):
-        with CaptureQueriesContext(connection) as captured, connection.cursor() as cursor:
-            prepared.execute(cursor, sql, [limit], custom_plan=True)
-            assert cursor.fetchall() == [(10 - limit,)]
-        assert [q["sql"] for q in captured.captured_queries] == [sql.replace("%s", str(limit))]
-    assert prepared._statement(sql).name not in _prepared_names()
+        assert cursor.fetchone() == (0, 8)
 
 
 @on_postgresql
@@ -147,3 +132,48 @@ def test_an_integer_beyond_64_bits_finds_nothing_as_in_plain_sql():
     rows, sent = _run(sql, [10**30])
     assert rows == [] and "PREPARE" not in sent[0] and "EXECUTE" not in sent[0]
     assert _run(sql, [-(10**30)])[0] == []
+
+
+def _mode() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        return cursor.fetchone()[0]
+
+
+def _generic_run(sql: str, params: list) -> list:
+    with connection.cursor() as cursor:
+        prepared.execute(cursor, sql, params, generic_plan=True)
+        return cursor.fetchall()
+
+
+@on_postgresql
+def test_a_generic_plan_run_is_planned_once_postgresql_finds_it_as_good():
+    """PostgreSQL's own choice for that statement alone: custom plans for its first five runs,
+    then the generic one; every other statement is still planned for its values."""
+    sql = _fresh("SELECT username FROM auth_user WHERE id = %s")
+    for user_id in range(8):
+        assert _generic_run(sql, [user_id]) == []
+        assert _mode() == "force_custom_plan"
+    with transaction.atomic():  # SET LOCAL would hold to the end of the transaction
+        assert _generic_run(sql, [8]) == []
+        assert _mode() == "force_custom_plan"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
+            [prepared._statement(sql).name],
+        )
+        assert cursor.fetchone() == (4, 5)
+
+
+@on_postgresql
+def test_an_error_in_a_generic_plan_run_leaves_the_connection_planning_each_run():
+    sql = _fresh("SELECT 10 / %s::integer")
+    with pytest.raises(DataError), transaction.atomic():
+        _generic_run(sql, [0])  # its first run: PREPARE, then the division fails
+    assert _mode() == "force_custom_plan"
+    with transaction.atomic():
+        with pytest.raises(DataError), transaction.atomic():  # a savepoint rolled back
+            _generic_run(sql, [0])
+        assert _mode() == "force_custom_plan"
+        assert _generic_run(sql, [5]) == [(2,)]
+    assert _mode() == "force_custom_plan"
