@@ -189,6 +189,9 @@ class Tally:
         self.latency: dict[str, list[float]] = defaultdict(list)
         self.errors: list[str] = []
         self.submitted = 0
+        # Annotators told before the deadline that nothing is left for them: the study was too
+        # small for the load, so the last seconds measured a server with less and less to do.
+        self.ran_out = 0
 
 
 async def _annotator(base, study_id, session_key, deadline, think, tally, warmup_until):
@@ -245,7 +248,8 @@ async def _annotator(base, study_id, session_key, deadline, think, tally, warmup
                     continue
             token = TOKEN.search(body).group(1)
             if not token:
-                return  # nothing left for this annotator
+                tally.ran_out += 1  # nothing left for this annotator
+                return
             pause = think()
             await asyncio.sleep(pause)
             data = {
@@ -423,6 +427,12 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         )
     for error in tally.errors[:5]:
         print("  error:", error)
+    if tally.ran_out:
+        print(
+            f"WARNING: {tally.ran_out} of {annotators} annotators found nothing left before the "
+            "end: the study was too small for this load, so these figures understate the "
+            "server (raise --models)"
+        )
     pids = sorted(rss_samples[0][1]) if rss_samples else []
     if pids:
         print("web worker RSS, MB (one column a worker):")
@@ -441,6 +451,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         "answer_p95_ms": _pct(tally.latency["answer"], 95),
         "answers_per_s": answers_per_s,
         "errors": len(tally.errors),
+        "ran_out": tally.ran_out,
         "over_assigned": checks["over_assigned"],
         "lost": lost,
         "annotators": annotators,
@@ -485,7 +496,9 @@ def main() -> None:
         "Studio's); --annotators and --think-ms are then ignored",
     )
     parser.add_argument("--k", type=int, default=3, help="annotators per item")
-    parser.add_argument("--models", type=int, default=16, help="pairs per RECOVERY trigger")
+    # 24 pairs a trigger: 4,584 items, 13,752 answers at k = 3 — room for the closed loop's
+    # ~160 answers/s over 63 s (with 16, 9,168 answers, that load emptied the study).
+    parser.add_argument("--models", type=int, default=24, help="pairs per RECOVERY trigger")
     parser.add_argument(
         "--workers", type=int, default=None, help="gunicorn workers (default: gunicorn.conf.py's)"
     )
