@@ -30,6 +30,22 @@ def _run(sql: str, params: list) -> tuple[list, list[str]]:
     return rows, [q["sql"] for q in captured.captured_queries]
 
 
+def _mode() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        return cursor.fetchone()[0]
+
+
+def _plans(sql: str) -> tuple[int, int]:
+    """The statement's (generic, custom) plans so far on this connection."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
+            [prepared._statement(sql).name],
+        )
+        return cursor.fetchone()
+
+
 def _prepared_names() -> set[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT name FROM pg_prepared_statements")
@@ -110,18 +126,11 @@ def test_off_or_on_sqlite_statements_run_as_written(settings):
 def test_each_run_is_planned_for_its_own_values():
     """Never a generic plan (core.prepared: one doubled PostgreSQL's CPU under load), however
     often a statement runs."""
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW plan_cache_mode")
-        assert cursor.fetchone()[0] == "force_custom_plan"
+    assert _mode() == "force_custom_plan"
     sql = _fresh("SELECT count(*) FROM generate_series(1, 10) g WHERE g > %s")
     for limit in range(8):
         assert _run(sql, [limit])[0] == [(10 - limit,)]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
-            [prepared._statement(sql).name],
-        )
-        assert cursor.fetchone() == (0, 8)
+    assert _plans(sql) == (0, 8)
 
 
 @on_postgresql
@@ -132,12 +141,6 @@ def test_an_integer_beyond_64_bits_finds_nothing_as_in_plain_sql():
     rows, sent = _run(sql, [10**30])
     assert rows == [] and "PREPARE" not in sent[0] and "EXECUTE" not in sent[0]
     assert _run(sql, [-(10**30)])[0] == []
-
-
-def _mode() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW plan_cache_mode")
-        return cursor.fetchone()[0]
 
 
 def _generic_run(sql: str, params: list) -> list:
@@ -157,12 +160,7 @@ def test_a_generic_plan_run_is_planned_once_postgresql_finds_it_as_good():
     with transaction.atomic():  # SET LOCAL would hold to the end of the transaction
         assert _generic_run(sql, [8]) == []
         assert _mode() == "force_custom_plan"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
-            [prepared._statement(sql).name],
-        )
-        assert cursor.fetchone() == (4, 5)
+    assert _plans(sql) == (4, 5)
 
 
 @on_postgresql
