@@ -222,16 +222,29 @@ def test_rejudge_on_a_real_worker_killed_mid_way_then_resumed_asks_each_answer_o
             runs.run_launch(run_id=run.pk)
             _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the run to finish")
             replies_paid = ProviderCall.objects.filter(run=run, purpose="reply").count()
+            # The re-judge's first 4 calls (of 16: 12 verdicts, 4 labels) are answered at once,
+            # the rest only after 15 s: the kill lands while they are held, whatever the
+            # machine's pace. (Closing a gate once 3 verdicts were in raced the worker, which
+            # could finish every call first and leave nothing to interrupt.)
+            server.script(*[Fault.slow(0.0)] * 4, *[Fault.slow(15.0)] * 12)
+            before = len(server.requests())
             runs.run_rejudge(
                 run_id=run.pk, judges=[judge_2], classifier=classifier, via=AuditVia.COMMAND
             )
             new = Judgment.objects.filter(unit__run=run, judge_name="crash-judge-2")
-            _wait(lambda: new.count() >= 3, 60, "some new verdicts")
-            server.close_gate()
-            server.wait_for(lambda log: sum(r.outcome == "pending" for r in log) >= 1, timeout_s=30)
+            server.wait_for(
+                lambda log: (
+                    sum(r.outcome == "completed" for r in log[before:]) >= 4
+                    and any(r.outcome == "pending" for r in log[before:])
+                ),
+                timeout_s=60,
+            )
+            completed = sum(r.outcome == "completed" for r in server.requests())
+            cached = ResponseCacheEntry.objects.all()
+            _wait(lambda: cached.count() >= completed, 10, "completed calls to be cached")
             workers[0].send_signal(signal.SIGKILL)  # mid-call
             workers[0].wait(timeout=10)
-            server.open_gate()
+            assert new.count() < total, "the kill came too late to test anything"
             time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
             workers.append(_start_worker(queue))
             runs.run_resume(run_id=run.pk)
