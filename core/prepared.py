@@ -92,7 +92,7 @@ _OWN_PLAN = "SET LOCAL plan_cache_mode TO DEFAULT"
 
 def execute(cursor: Any, sql: str, params: Sequence[Any], *, generic_plan: bool = False) -> None:
     """``cursor.execute(sql, params)``; on PostgreSQL the statement prepared once per
-    connection and, with ``generic_plan`` (only for a statement on tables the request does not
+    connection and, with ``generic_plan`` (only for a statement on tables annotating does not
     grow), planned as PostgreSQL chooses rather than for each run's values. ``cursor`` is a
     Django cursor; read its rows as usual."""
     db = cursor.db  # its connection, without a lookup of the connection proxy at each use
