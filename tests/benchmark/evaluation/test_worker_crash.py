@@ -1,7 +1,8 @@
 """A real Celery worker on the configured broker (Redis in CI), killed with SIGKILL mid-run.
 
-The fake vendor server holds its responses at a gate while the worker is killed, so the calls in
-flight at that moment are never completed; another worker then resumes the run. Afterwards every
+The fake vendor server answers a scripted number of calls at once and holds the next ones for
+15 s, and the worker is killed while they are held, so the calls in flight at that moment are
+never completed; another worker then resumes the run. Afterwards every
 unit has exactly one result (every pairwise comparison one verdict per order), and no request that
 had completed once was ever sent again.
 """
@@ -128,14 +129,23 @@ def test_killed_worker_then_resume_gives_one_result_per_unit_and_no_repeated_cal
         )
         EvaluationRun.objects.filter(pk=run.pk).update(lease_seconds=1)
         total = 4 * 3 * 2
+        # The first 16 calls (of 48: a reply and a verdict per unit) are answered at once, the
+        # next 8 only after 15 s: the kill lands while those are held, whatever the machine's
+        # pace. (Closing a gate once 6 units were done raced the worker, as in the re-judge
+        # test below.)
+        server.script(*[Fault.slow(0.0)] * 16, *[Fault.slow(15.0)] * 8)
         first = _start_worker(queue)
         workers = [first]
         try:
             runs.run_launch(run_id=run.pk)
             done = EvaluationUnit.objects.filter(run=run, state=UnitState.DONE)
-            _wait(lambda: done.count() >= 6, 60, "some units to finish")
-            server.close_gate()
-            server.wait_for(lambda log: sum(r.outcome == "pending" for r in log) >= 2, timeout_s=30)
+            server.wait_for(
+                lambda log: (
+                    sum(r.outcome == "completed" for r in log) >= 16
+                    and sum(r.outcome == "pending" for r in log) >= 2
+                ),
+                timeout_s=60,
+            )
             # Every response the server sent has reached the cache (a response still on its
             # way in when the process dies is the one unavoidable window: docs/pipeline.md).
             completed = sum(r.outcome == "completed" for r in server.requests())
@@ -143,7 +153,6 @@ def test_killed_worker_then_resume_gives_one_result_per_unit_and_no_repeated_cal
             _wait(lambda: cached.count() >= completed, 10, "completed calls to be cached")
             first.send_signal(signal.SIGKILL)  # mid-call: responses are being held
             first.wait(timeout=10)
-            server.open_gate()
             assert done.count() < total, "the kill came too late to test anything"
             time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
             workers.append(_start_worker(queue))
