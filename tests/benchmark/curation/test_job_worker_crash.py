@@ -14,7 +14,6 @@ import io
 import json
 import re
 import signal
-import subprocess
 import time
 from collections import Counter
 from decimal import Decimal
@@ -44,7 +43,12 @@ from tests.benchmark.curation.test_offline_curation import (
     RECORDINGS,
     assert_curated_from_the_recordings,
 )
-from tests.benchmark.evaluation.test_worker_crash import _start_worker, _wait, queue  # noqa: F401
+from tests.benchmark.evaluation.test_worker_crash import (  # noqa: F401
+    _start_worker,
+    _stop,
+    _wait,
+    queue,
+)
 from tests.fakes.vendor_server import FakeVendorServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -150,13 +154,7 @@ def test_a_worker_killed_mid_dialogue_is_recovered_by_the_sweep_and_pays_nothing
             job_row = CurationJob.objects.filter(pk=job.pk)
             _wait(lambda: job_row.get().status == RunStatus.DONE, 90, "the job to finish")
         finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.send_signal(signal.SIGTERM)
-                    try:
-                        worker.wait(timeout=20)
-                    except subprocess.TimeoutExpired:
-                        worker.kill()
+            _stop(workers)
         log = server.requests()
 
     target = target_row.get()
@@ -221,11 +219,7 @@ def test_a_job_on_the_demos_replay_endpoints_curates_offline_on_a_real_worker(
         job_row = CurationJob.objects.filter(pk=job.pk)
         _wait(lambda: job_row.get().finished_at is not None, 60, "the job to finish")
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        _stop([worker])
     done, failed = job.targets.order_by("style__index")
     assert job_row.get().status == RunStatus.FAILED  # style 2 has no recordings
     assert (done.state, done.claims, done.dialogue.unique_id_eval) == (TargetState.DONE, 1, NEW_ID)

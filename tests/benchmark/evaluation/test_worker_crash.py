@@ -97,6 +97,59 @@ def _wait(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def _held(server: FakeVendorServer, *, completed: int, pending: int = 1, since: int = 0) -> None:
+    """Wait until, of the calls the server received after the first ``since``, ``completed``
+    have been answered and ``pending`` are being held (scripted slow answers)."""
+    server.wait_for(
+        lambda log: (
+            sum(r.outcome == "completed" for r in log[since:]) >= completed
+            and sum(r.outcome == "pending" for r in log[since:]) >= pending
+        ),
+        timeout_s=60,
+    )
+
+
+def _kill_mid_call(server: FakeVendorServer, worker: subprocess.Popen) -> None:
+    """SIGKILL the worker while calls are held, once every response the server sent has
+    reached the cache (a response still on its way in when the process dies is the one
+    unavoidable window: docs/pipeline.md)."""
+    completed = sum(r.outcome == "completed" for r in server.requests())
+    cached = ResponseCacheEntry.objects.all()
+    _wait(lambda: cached.count() >= completed, 10, "completed calls to be cached")
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(timeout=10)
+
+
+def _resume(queue: str, run: EvaluationRun, workers: list[subprocess.Popen], what: str) -> None:
+    """Resume the run on a new worker once the dead one's claims have expired
+    (lease_seconds=1), and wait for it to end."""
+    time.sleep(1.2)
+    workers.append(_start_worker(queue))
+    runs.run_resume(run_id=run.pk)
+    run_row = EvaluationRun.objects.filter(pk=run.pk)
+    _wait(lambda: run_row.get().status == RunStatus.DONE, 90, what)
+
+
+def _stop(workers: list[subprocess.Popen]) -> None:
+    for worker in workers:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+
+
+def _assert_nothing_sent_again_after_completing(log) -> None:
+    completed: set[str] = set()
+    for entry in log:
+        assert entry.request_hash not in completed, (
+            f"request {entry.request_hash[:12]} was sent again after it had completed"
+        )
+        if entry.outcome == "completed":
+            completed.add(entry.request_hash)
+
+
 @pytest.fixture
 def queue():
     name = f"crash-{uuid.uuid4().hex[:8]}"
@@ -134,39 +187,16 @@ def test_killed_worker_then_resume_gives_one_result_per_unit_and_no_repeated_cal
         # pace. (Closing a gate once 6 units were done raced the worker, as in the re-judge
         # test below.)
         server.script(*[Fault.slow(0.0)] * 16, *[Fault.slow(15.0)] * 8)
-        first = _start_worker(queue)
-        workers = [first]
+        workers = [_start_worker(queue)]
         try:
             runs.run_launch(run_id=run.pk)
             done = EvaluationUnit.objects.filter(run=run, state=UnitState.DONE)
-            server.wait_for(
-                lambda log: (
-                    sum(r.outcome == "completed" for r in log) >= 16
-                    and sum(r.outcome == "pending" for r in log) >= 2
-                ),
-                timeout_s=60,
-            )
-            # Every response the server sent has reached the cache (a response still on its
-            # way in when the process dies is the one unavoidable window: docs/pipeline.md).
-            completed = sum(r.outcome == "completed" for r in server.requests())
-            cached = ResponseCacheEntry.objects.all()
-            _wait(lambda: cached.count() >= completed, 10, "completed calls to be cached")
-            first.send_signal(signal.SIGKILL)  # mid-call: responses are being held
-            first.wait(timeout=10)
+            _held(server, completed=16, pending=2)
+            _kill_mid_call(server, workers[0])
             assert done.count() < total, "the kill came too late to test anything"
-            time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
-            workers.append(_start_worker(queue))
-            runs.run_resume(run_id=run.pk)
-            run_row = EvaluationRun.objects.filter(pk=run.pk)
-            _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the resumed run to finish")
+            _resume(queue, run, workers, "the resumed run to finish")
         finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.send_signal(signal.SIGTERM)
-                    try:
-                        worker.wait(timeout=20)
-                    except subprocess.TimeoutExpired:
-                        worker.kill()
+            _stop(workers)
         log = server.requests()
 
     units = EvaluationUnit.objects.filter(run=run)
@@ -178,13 +208,7 @@ def test_killed_worker_then_resume_gives_one_result_per_unit_and_no_repeated_cal
     )
     assert paid and max(paid.values()) == 1  # nothing paid for twice
     assert any(r.outcome == "aborted" for r in log)  # the kill really interrupted calls
-    completed_at: dict[str, int] = {}
-    for entry in log:
-        assert entry.request_hash not in completed_at, (
-            f"request {entry.request_hash[:12]} was sent again after it had completed"
-        )
-        if entry.outcome == "completed":
-            completed_at[entry.request_hash] = entry.seq
+    _assert_nothing_sent_again_after_completing(log)
 
 
 def _rejudge_reply(body):
@@ -241,31 +265,12 @@ def test_rejudge_on_a_real_worker_killed_mid_way_then_resumed_asks_each_answer_o
                 run_id=run.pk, judges=[judge_2], classifier=classifier, via=AuditVia.COMMAND
             )
             new = Judgment.objects.filter(unit__run=run, judge_name="crash-judge-2")
-            server.wait_for(
-                lambda log: (
-                    sum(r.outcome == "completed" for r in log[before:]) >= 4
-                    and any(r.outcome == "pending" for r in log[before:])
-                ),
-                timeout_s=60,
-            )
-            completed = sum(r.outcome == "completed" for r in server.requests())
-            cached = ResponseCacheEntry.objects.all()
-            _wait(lambda: cached.count() >= completed, 10, "completed calls to be cached")
-            workers[0].send_signal(signal.SIGKILL)  # mid-call
-            workers[0].wait(timeout=10)
+            _held(server, completed=4, since=before)
+            _kill_mid_call(server, workers[0])
             assert new.count() < total, "the kill came too late to test anything"
-            time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
-            workers.append(_start_worker(queue))
-            runs.run_resume(run_id=run.pk)
-            _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the re-judge to finish")
+            _resume(queue, run, workers, "the re-judge to finish")
         finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.send_signal(signal.SIGTERM)
-                    try:
-                        worker.wait(timeout=20)
-                    except subprocess.TimeoutExpired:
-                        worker.kill()
+            _stop(workers)
 
     assert ProviderCall.objects.filter(run=run, purpose="reply").count() == replies_paid == total
     assert new.count() == total and set(new.values_list("verdict", flat=True)) == {"PASS"}
@@ -333,25 +338,12 @@ def test_pairwise_judging_on_a_real_worker_killed_mid_way_then_resumed_asks_each
             assert outcome.created == comparisons
             verdicts = PairwiseJudgment.objects.filter(comparison__run=run)
             _wait(lambda: verdicts.count() >= 4, 60, "some pairwise verdicts")
-            server.wait_for(lambda log: sum(r.outcome == "pending" for r in log) >= 1, timeout_s=30)
-            completed = sum(r.outcome == "completed" for r in server.requests())
-            cached = ResponseCacheEntry.objects.all()
-            _wait(lambda: cached.count() >= completed, 10, "completed calls to be cached")
-            workers[0].send_signal(signal.SIGKILL)  # mid-call
-            workers[0].wait(timeout=10)
+            _held(server, completed=0)
+            _kill_mid_call(server, workers[0])
             assert verdicts.count() < 2 * comparisons, "the kill came too late to test anything"
-            time.sleep(1.2)  # the dead worker's claims expire (lease_seconds=1)
-            workers.append(_start_worker(queue))
-            runs.run_resume(run_id=run.pk)
-            _wait(lambda: run_row.get().status == RunStatus.DONE, 90, "the pairwise step to end")
+            _resume(queue, run, workers, "the pairwise step to end")
         finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.send_signal(signal.SIGTERM)
-                    try:
-                        worker.wait(timeout=20)
-                    except subprocess.TimeoutExpired:
-                        worker.kill()
+            _stop(workers)
         log = server.requests()
 
     # One verdict per comparison and order, each mapped back from "1" to the side shown first.
@@ -367,8 +359,4 @@ def test_pairwise_judging_on_a_real_worker_killed_mid_way_then_resumed_asks_each
     )
     assert max(by_key.values()) == 1  # nothing paid for twice
     assert any(r.outcome == "aborted" for r in log)  # the kill really interrupted calls
-    completed_at: set[str] = set()
-    for entry in log:
-        assert entry.request_hash not in completed_at, "a completed request was sent again"
-        if entry.outcome == "completed":
-            completed_at.add(entry.request_hash)
+    _assert_nothing_sent_again_after_completing(log)
