@@ -18,9 +18,16 @@ It drops and recreates the scratch database ``proactbench_bench_inproc`` (--data
 fills it as ``annotation_next.py`` does (one pairwise study, 3,056 items, k = 3, 50 annotators):
 rounds × answers (one round more with --profile) must stay below its ~9,000 places. Ends with a
 RESULT line.
+
+``--history N`` first has every annotator answer N items through the answer service (no HTTP,
+not timed; the study grows by 191 items a model until it holds them), so that the rounds
+measure annotators with a past: what an answer costs an annotator deep into a long study.
+
+    python bench/annotation_inproc.py --rounds 3 --answers 400 --history 1000
 """
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -35,7 +42,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _workers import cpu_seconds_of, migrate, recreate_database, web_env  # noqa: E402
 
 ANNOTATORS = 50
-PLACES = 3056 * 3
+K = 3
+MODELS = 16
+ITEMS_PER_MODEL = 191  # the generated corpus's RECOVERY triggers: one pair of replies each
 
 
 def main() -> None:
@@ -51,11 +60,23 @@ def main() -> None:
         help="also run one more round under cProfile and write its stats to FILE (the rounds "
         "timed above run without it); prints the top functions by own time",
     )
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        metavar="N",
+        help="answers each annotator gives before the rounds (not timed; default 0)",
+    )
     args = parser.parse_args()
-    if ((args.rounds + bool(args.profile)) * args.answers) + 2 * ANNOTATORS > PLACES:
+    timed = (args.rounds + bool(args.profile)) * args.answers + 2 * ANNOTATORS
+    models = MODELS
+    if args.history:
+        wanted = ANNOTATORS * args.history + timed
+        models = max(MODELS, math.ceil(wanted / K / ITEMS_PER_MODEL) + 1)
+    elif timed > MODELS * ITEMS_PER_MODEL * K:
         sys.exit(
             f"rounds × answers (one round more with --profile) must stay below the study's"
-            f" {PLACES} places"
+            f" {MODELS * ITEMS_PER_MODEL * K} places"
         )
     env = web_env(database_url=args.database_url, secret_key_prefix="bench-inproc-")
     env["ALLOWED_HOSTS"] = "testserver"  # Django's test client's host
@@ -73,9 +94,17 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     class Shape:
-        models, k = 16, 3
+        k = K
 
+    Shape.models = models
     study_id, session_keys, items = _prepare(Shape, ANNOTATORS)
+    if args.history:
+        started = time.perf_counter()
+        _give_history(study_id, args.history)
+        print(
+            f"history: {args.history} answers by each of {ANNOTATORS} annotators"
+            f" in {time.perf_counter() - started:.0f} s"
+        )
     settings.ROOT_URLCONF = "_floor"  # the site's URLs, and the floor beside them
     clients = []
     for key in session_keys:
@@ -129,7 +158,10 @@ def main() -> None:
         return cpu_seconds_of(lambda pid, ppid, command: pid == backend)
 
     figures, floors, database = [], [], []
-    print(f"{items} items, {ANNOTATORS} annotators, {args.answers} answers a round, PostgreSQL")
+    print(
+        f"{items} items, {ANNOTATORS} annotators with {args.history} answers each before the"
+        f" rounds, {args.answers} answers a round, PostgreSQL"
+    )
     print(
         "round   CPU ms/answer   PostgreSQL CPU ms/answer   wall ms/answer   floor CPU ms/request"
     )
@@ -168,8 +200,43 @@ def main() -> None:
         f"pg_cpu_ms_per_answer={statistics.median(database):.2f} "
         f"floor_cpu_ms={statistics.median(floors):.2f} "
         f"statements_per_answer={statements} rounds={args.rounds} answers={args.answers} "
+        f"history={args.history} "
         f"load_before={os.getloadavg()[0]:.1f}"
     )
+
+
+def _give_history(study_id: int, per_annotator: int) -> None:
+    """Every rater of the study answers ``per_annotator`` items, in turn, through the services
+    the answer view calls (form, ``answer_submit`` handing out the next item): a history as
+    real use leaves it, most of it on items others have since completed."""
+    from annotation import kinds
+    from annotation.models import Rater, Study
+    from annotation.services.assignments import answer_submit, assignment_next
+
+    study = Study.objects.get(pk=study_id)
+    kind = kinds.get(study.kind)
+    raters = list(Rater.objects.filter(study=study).select_related("study"))
+    held = {rater.pk: assignment_next(rater=rater) for rater in raters}
+    data = {"choice": "1", "confidence": "3", "elapsed_ms": "2000"}
+    for n in range(per_annotator * len(raters)):
+        rater = raters[n % len(raters)]
+        assignment = held[rater.pk]
+        if assignment is None:
+            sys.exit("the study ran out while giving the annotators their history")
+        form = kind.answer_form(
+            {**data, "idempotency_key": f"history-{n}"}, study=study, assignment=assignment
+        )
+        if not form.is_valid():
+            sys.exit(f"history answer refused: {form.errors.as_text()}")
+        result = answer_submit(
+            rater=rater,
+            item_token=assignment.item.token,
+            answer=form.to_input(),
+            idempotency_key=form.cleaned_data["idempotency_key"],
+            elapsed_ms=2000,
+            hand_out_next=True,
+        )
+        held[rater.pk] = result.following
 
 
 if __name__ == "__main__":
