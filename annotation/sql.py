@@ -134,7 +134,14 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
     study's items (nothing joined), the held ones from the rater's own assignments outwards:
     the same number as one NOT EXISTS per open item, which cost ~2.7 ms more database CPU per
     request than without the count on the annotation benchmark's 3,056-item study; this way
-    ~1 ms (bench/README.md). An item has at most one assignment per rater."""
+    ~1 ms (bench/README.md). An item has at most one assignment per rater. The held ones' items
+    are named by study although a rater's items are all in its study: so the planner can
+    take the study's open items from their partial index (``item_open_in_order``) instead of
+    reading every study's items.
+
+    Done, seconds and the held ones are read from the rater's whole history: the cost grows
+    with it (~10 ms of PostgreSQL at 1,000 answers a rater: ``bench/annotation_inproc.py
+    --history``)."""
     role = "AND 1 = 0"
     if rater.annotates and rater.adjudicates:
         role = ""
@@ -158,12 +165,19 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
             f" (SELECT COUNT(*) FROM {Assignment._meta.db_table} m"
             f"  JOIN {StudyItem._meta.db_table} i ON i.id = m.item_id"
             "   WHERE m.rater_id = %s AND m.state <> %s"
-            f"  AND i.completed_answers < i.required_answers {role})"
+            f"  AND i.study_id = %s AND i.completed_answers < i.required_answers {role})"
             f" FROM {Assignment._meta.db_table} a"
             f" LEFT JOIN {Answer._meta.db_table} an"
             "  ON an.assignment_id = a.id AND an.retracted_at IS NULL"
             " WHERE a.rater_id = %s AND a.state = %s",
-            [*params, rater.pk, AssignmentState.LEASED, rater.pk, AssignmentState.DONE],
+            [
+                *params,
+                rater.pk,
+                AssignmentState.LEASED,
+                rater.study_id,
+                rater.pk,
+                AssignmentState.DONE,
+            ],
         )
         done, seconds, open_count, held_before = cursor.fetchone()
     return ProgressCounts(done, seconds or 0.0, open_count, held_before)
