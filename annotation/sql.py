@@ -140,7 +140,7 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
     reading every study's items.
 
     Done, seconds and the held ones are read from the rater's whole history: the cost grows
-    with it (~10 ms of PostgreSQL at 1,000 answers a rater: ``bench/annotation_inproc.py
+    with it (~5 ms of PostgreSQL at 1,000 answers a rater: ``bench/annotation_inproc.py
     --history``)."""
     role = "AND 1 = 0"
     if rater.annotates and rater.adjudicates:
