@@ -19,6 +19,10 @@ fills it as ``annotation_next.py`` does (one pairwise study, 3,056 items, k = 3,
 rounds × answers (one round more with --profile) must stay below its ~9,000 places. Ends with a
 RESULT line.
 
+``--replies long`` gives every reply Markdown as costly to render as a real one, each reply its
+own (``annotation_next.reply_text``); the default ``short`` replies are plain and shared by a
+trigger's items, so the renders are mostly reused.
+
 ``--history N`` first has every annotator answer N items through the answer service (no HTTP,
 not timed; the study grows by 191 items a model until it holds them), so that the rounds
 measure annotators with a past: what an answer costs an annotator deep into a long study.
@@ -67,6 +71,13 @@ def main() -> None:
         metavar="N",
         help="answers each annotator gives before the rounds (not timed; default 0)",
     )
+    parser.add_argument(
+        "--replies",
+        choices=("short", "long"),
+        default="short",
+        help="the replies' text (annotation_next.reply_text): short, plain and one per trigger; "
+        "long, Markdown as costly to render as a real reply and each its own",
+    )
     args = parser.parse_args()
     timed = (args.rounds + bool(args.profile)) * args.answers + 2 * ANNOTATORS
     models = MODELS
@@ -97,6 +108,7 @@ def main() -> None:
         k = K
 
     Shape.models = models
+    Shape.replies = args.replies
     study_id, session_keys, items = _prepare(Shape, ANNOTATORS)
     if args.history:
         started = time.perf_counter()
@@ -159,8 +171,8 @@ def main() -> None:
 
     figures, floors, database = [], [], []
     print(
-        f"{items} items, {ANNOTATORS} annotators with {args.history} answers each before the"
-        f" rounds, {args.answers} answers a round, PostgreSQL"
+        f"{items} items ({args.replies} replies), {ANNOTATORS} annotators with {args.history}"
+        f" answers each before the rounds, {args.answers} answers a round, PostgreSQL"
     )
     print(
         "round   CPU ms/answer   PostgreSQL CPU ms/answer   wall ms/answer   floor CPU ms/request"
@@ -200,7 +212,7 @@ def main() -> None:
         f"pg_cpu_ms_per_answer={statistics.median(database):.2f} "
         f"floor_cpu_ms={statistics.median(floors):.2f} "
         f"statements_per_answer={statements} rounds={args.rounds} answers={args.answers} "
-        f"history={args.history} "
+        f"history={args.history} replies={args.replies} "
         f"load_before={os.getloadavg()[0]:.1f}"
     )
 

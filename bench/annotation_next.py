@@ -65,6 +65,47 @@ def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
     }
 
 
+REPLIES = ("short", "long")
+
+
+def reply_text(kind: str, trigger_id: int, model: int, condition: str) -> str:
+    """A benchmark reply. ``short``: ~520 characters of plain prose, the same for every model
+    at a trigger (one Markdown render serves all of that trigger's items). ``long``: ~4,800
+    characters of Markdown (headings, numbered steps with bold and code, links, a table) that
+    take as long to render as the median reply of the release's results sample (~7,200
+    characters, ~3 ms here: denser Markdown, fewer characters), different for every model,
+    condition and trigger, as a real study's replies are."""
+    if kind == "short":
+        return (
+            f"A {condition} reply of about this length, with a concrete next step: "
+            f"pack the stand last so it comes out first (trigger {trigger_id}). "
+        ) * 4
+    case = f"{trigger_id}-{model}-{condition}"
+    parts = [
+        f"## A plan for what comes next (case {case})\n\nBefore anything else, **keep a copy** "
+        "of what you cannot replace: the steps below change settings that are hard to undo."
+    ]
+    for step in range(1, 6):
+        checks = "\n".join(
+            f"{i}. **Check** part {i} of step {step}: read `setting_{step}_{i}` and note its "
+            f"value, then compare it with what you expect for case {case}."
+            for i in range(1, 6)
+        )
+        parts.append(
+            f"### Step {step}: pass {step} of 5\n\n{checks}\n\nWhy it matters here: this is the "
+            f"step people *skip*, and the one [the checklist](https://example.org/steps/{step}) "
+            "puts first."
+        )
+    rows = "\n".join(
+        f"| check {i} | before step {i} | it catches problem {i} early |" for i in range(8)
+    )
+    parts.append(f"| check | when | why |\n| --- | --- | --- |\n{rows}")
+    parts.append(
+        "If any check fails, stop there and tell me what you saw: what comes next depends on it."
+    )
+    return "\n\n".join(parts)
+
+
 def _prepare(args, annotators: int) -> tuple[int, list[str], int]:
     """The corpus, a finished run with vanilla + rubric-injected replies at every RECOVERY
     trigger, annotators with sessions, and one pairwise study. Returns (study id, session
@@ -127,11 +168,10 @@ def _prepare(args, annotators: int) -> tuple[int, list[str], int]:
             endpoint=model,
             condition=condition,
             state=UnitState.DONE,
-            reply=f"A {condition} reply of about this length, with a concrete next step: "
-            f"pack the stand last so it comes out first (trigger {trigger.pk}). " * 4,
+            reply=reply_text(args.replies, trigger.pk, number, condition),
         )
         for trigger in Trigger.objects.filter(type=TriggerType.RECOVERY)
-        for model in models
+        for number, model in enumerate(models)
         for condition in Condition.values
     )
     group = Group.objects.get(name=ANNOTATOR)
@@ -391,7 +431,8 @@ def _run(args, annotators: int, think_ms: float) -> dict:
     print(
         f"{annotators} annotators, {args.duration:.0f} s (+{args.warmup:.0f} s warm-up), "
         f"think {think_ms:.0f} ms ± {args.think_jitter:.0%}"
-        f"{' (closed loop)' if not think_ms else ''}, k={args.k}, {items} items, "
+        f"{' (closed loop)' if not think_ms else ''}, k={args.k}, {items} items "
+        f"({args.replies} replies), "
         f"{gunicorn_shape(args.workers)} (gunicorn.conf.py), PostgreSQL"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
@@ -500,6 +541,13 @@ def main() -> None:
     # ~160 answers/s over 63 s (with 16, 9,168 answers, that load emptied the study).
     parser.add_argument("--models", type=int, default=24, help="pairs per RECOVERY trigger")
     parser.add_argument(
+        "--replies",
+        choices=REPLIES,
+        default="short",
+        help="short: ~520 plain characters, one text per trigger (the figures so far); long: "
+        "Markdown as costly to render as a real reply, each reply its own (reply_text)",
+    )
+    parser.add_argument(
         "--workers", type=int, default=None, help="gunicorn workers (default: gunicorn.conf.py's)"
     )
     parser.add_argument(
@@ -515,12 +563,15 @@ def main() -> None:
         print(
             f"RESULT {_fields(paced, 'paced_')} {_fields(closed, 'closed_')} "
             f"{_fields(label_studio)} closed_vs_label_studio="
-            f"{closed['answers_per_s'] / LABEL_STUDIO['answers_per_s']:.1f}"
+            f"{closed['answers_per_s'] / LABEL_STUDIO['answers_per_s']:.1f} replies={args.replies}"
         )
         return
     figures = _run(args, args.annotators, args.think_ms)
     extra = f" {_fields(label_studio)}" if not args.think_ms else ""
-    print(f"RESULT {_fields(figures)}{extra} think_jitter={args.think_jitter:g}")
+    print(
+        f"RESULT {_fields(figures)}{extra} think_jitter={args.think_jitter:g}"
+        f" replies={args.replies}"
+    )
 
 
 if __name__ == "__main__":
