@@ -37,6 +37,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _workers import cpu_seconds_of, migrate, recreate_database, web_env  # noqa: E402
+from annotation_next import REPLIES  # noqa: E402
 
 ANNOTATORS = 50
 K = 3
@@ -73,7 +75,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--replies",
-        choices=("short", "long"),
+        choices=REPLIES,
         default="short",
         help="the replies' text (annotation_next.reply_text): short, plain and one per trigger; "
         "long, Markdown as costly to render as a real reply and each its own",
@@ -104,12 +106,8 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    class Shape:
-        k = K
-
-    Shape.models = models
-    Shape.replies = args.replies
-    study_id, session_keys, items = _prepare(Shape, ANNOTATORS)
+    shape = SimpleNamespace(models=models, k=K, replies=args.replies)  # _prepare's arguments
+    study_id, session_keys, items = _prepare(shape, ANNOTATORS)
     if args.history:
         started = time.perf_counter()
         _give_history(study_id, args.history)
