@@ -29,7 +29,9 @@ A text longer than ``PROACTBENCH_DISPLAY_MAX_CHARS`` is cut (core/long_text.py) 
 of the cut rendered on its own; a fenced code block open at the cut is opened again after it.
 Rendering a text up to the display cap is cached by the text (``_render``), and so is its
 ``readable`` markup when unmarked (``_readable_short``): the workspace shows the same
-conversation and replies at request after request.
+conversation and replies at request after request. Both caches are per process; a text's
+rendering is also shared between processes (core/render_cache.py), so that each long reply is
+rendered once, not once in every web worker.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 
+from core import render_cache
 from core.long_text import cut_text, display_cut, max_display_chars
 
 # (start, end, css classes) over the source text: consecutive pieces from 0 to its end, each
@@ -113,11 +116,16 @@ def render_markdown(text: str) -> str:
     """``text`` as sanitised HTML."""
     if len(text) <= max_display_chars():
         return _render(text)
-    return _render.__wrapped__(text)
+    return _render_here(text)
 
 
 @lru_cache(maxsize=1024)
 def _render(text: str) -> str:
+    # Not yet rendered in this process: perhaps in another one (core/render_cache.py).
+    return render_cache.rendered(text, _render_here)
+
+
+def _render_here(text: str) -> str:
     return _CLEANER.clean(_MD.render(text))
 
 

@@ -274,6 +274,29 @@ PROACTBENCH_EVIDENCE_MAX_CHARS = env_int("PROACTBENCH_EVIDENCE_MAX_CHARS", 1_000
 # Texts longer than this (replies, turns) are shown cut, with "show all" (components/long_text).
 PROACTBENCH_DISPLAY_MAX_CHARS = env_int("PROACTBENCH_DISPLAY_MAX_CHARS", 20_000)
 
+# --- Caches --------------------------------------------------------------------------------
+# "rendered": texts' Markdown renderings shared by the web processes (core/render_cache.py), in
+# Redis at RENDER_CACHE_URL (by default REDIS_URL's), each kept RENDER_CACHE_SECONDS after it
+# was stored. Without Redis nothing is shared: each process keeps its own renderings.
+RENDER_CACHE_URL = env_str("RENDER_CACHE_URL", REDIS_URL)
+RENDER_CACHE_SECONDS = env_int("RENDER_CACHE_SECONDS", 6 * 3600)
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "rendered": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": RENDER_CACHE_URL,
+            "TIMEOUT": RENDER_CACHE_SECONDS,
+            "KEY_PREFIX": "proactbench",
+            # A page waits at most this long for Redis before rendering (then not again for a
+            # while: core/render_cache.py).
+            "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.25},
+        }
+        if RENDER_CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}
+    ),
+}
+
 # --- Auth ----------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
