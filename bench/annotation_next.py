@@ -57,12 +57,33 @@ KEY = re.compile(r'name="idempotency_key" value="([^"]+)"')
 
 def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
     """CPU seconds so far: the web workers, the database's server processes for the bench
-    database, and this process (the simulated annotators)."""
+    database, this machine's Redis (the render cache's; nothing else uses it during a load)
+    and this process (the simulated annotators)."""
     return {
         "web": cpu_seconds_of(lambda pid, ppid, cmd: ppid == server_pid),
         "database": cpu_seconds_of(lambda pid, ppid, cmd: f" {database} " in f"{cmd} "),
+        "cache": cpu_seconds_of(lambda pid, ppid, cmd: cmd.startswith("redis-server")),
         "client": time.process_time(),
     }
+
+
+def _render_cache_env(url: str) -> dict[str, str]:
+    """The web's environment for the render cache (core/render_cache.py) at ``url`` ("none":
+    without one), its entries from an earlier load deleted: every load renders afresh."""
+    if url == "none":
+        return {"RENDER_CACHE_URL": ""}
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        for name in client.scan_iter("proactbench:*:md:*", count=1000):
+            client.delete(name)
+    except redis.RedisError as error:
+        sys.exit(
+            f"the render cache's Redis at {url} does not answer ({error}); "
+            "start it, or pass --render-cache none"
+        )
+    return {"RENDER_CACHE_URL": url}
 
 
 REPLIES = ("short", "long")
@@ -362,6 +383,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         connections.close_all()
     recreate_database(args.database_url)
     env = web_env(database_url=args.database_url, secret_key_prefix="annotation-benchmark-only-")
+    env.update(_render_cache_env(args.render_cache))
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     study_id, sessions, items = _prepare(args, annotators)
@@ -422,6 +444,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
     answers_per_s = len(tally.latency["answer"]) / measured_s if measured_s > 0 else 0.0
     requests = max(len(all_latency), 1)
     web_ms, database_ms = cpu["web"] * 1000 / requests, cpu["database"] * 1000 / requests
+    cache_ms = cpu["cache"] * 1000 / requests
 
     print(f"machine load average (1, 5, 15 min) at the start: {load_before}")
     print(
@@ -433,7 +456,8 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         f"think {think_ms:.0f} ms ± {args.think_jitter:.0%}"
         f"{' (closed loop)' if not think_ms else ''}, k={args.k}, {items} items "
         f"({args.replies} replies), "
-        f"{gunicorn_shape(args.workers)} (gunicorn.conf.py), PostgreSQL"
+        f"{gunicorn_shape(args.workers)} (gunicorn.conf.py), PostgreSQL, render cache "
+        f"{'none' if args.render_cache == 'none' else 'Redis at ' + args.render_cache}"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for kind in ("next", "answer"):
@@ -450,7 +474,8 @@ def _run(args, annotators: int, think_ms: float) -> dict:
     print(
         f"CPU over the measured {measured_s:.0f} s: web workers {cpu['web']:.1f} s "
         f"({web_ms:.1f} ms per request), PostgreSQL {cpu['database']:.1f} s "
-        f"({database_ms:.1f} ms per request), simulated annotators {cpu['client']:.1f} s; "
+        f"({database_ms:.1f} ms per request), Redis {cpu['cache']:.1f} s ({cache_ms:.2f} ms "
+        f"per request), simulated annotators {cpu['client']:.1f} s; "
         f"{os.cpu_count()} cores"
     )
     print(
@@ -499,6 +524,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         "think_ms": think_ms,
         "web_cpu_ms_per_request": web_ms,
         "pg_cpu_ms_per_request": database_ms,
+        "redis_cpu_ms_per_request": cache_ms,
         "web_rss_start_mb": rss_start,
         "web_rss_end_mb": rss_end,
         "web_rss_max_growth_mb": growth,
@@ -551,6 +577,13 @@ def main() -> None:
         "--workers", type=int, default=None, help="gunicorn workers (default: gunicorn.conf.py's)"
     )
     parser.add_argument(
+        "--render-cache",
+        default="redis://127.0.0.1:6379/14",
+        help="the web's shared cache of rendered texts (RENDER_CACHE_URL; compose shares "
+        "REDIS_URL's), emptied before each load; none: each web worker renders on its own, as "
+        "before stop 33",
+    )
+    parser.add_argument(
         "--database-url",
         default="postgres://postgres@127.0.0.1:5432/proactbench_bench_annotation",
     )
@@ -564,13 +597,14 @@ def main() -> None:
             f"RESULT {_fields(paced, 'paced_')} {_fields(closed, 'closed_')} "
             f"{_fields(label_studio)} closed_vs_label_studio="
             f"{closed['answers_per_s'] / LABEL_STUDIO['answers_per_s']:.1f} replies={args.replies}"
+            f" render_cache={args.render_cache != 'none'}"
         )
         return
     figures = _run(args, args.annotators, args.think_ms)
     extra = f" {_fields(label_studio)}" if not args.think_ms else ""
     print(
         f"RESULT {_fields(figures)}{extra} think_jitter={args.think_jitter:g}"
-        f" replies={args.replies}"
+        f" replies={args.replies} render_cache={args.render_cache != 'none'}"
     )
 
 
