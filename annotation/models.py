@@ -391,10 +391,14 @@ class StudyItem(models.Model):
         ]
         indexes = [
             # Next walks the open items in hand-out order and stops at the first with room: an
-            # index of exactly those rows, in exactly that order.
+            # index of exactly those rows, in exactly that order. With their ids (PostgreSQL),
+            # a rater's progress joins the open items from the index alone: the planner cannot
+            # tell how few rows its condition leaves, and chose to read every item of the study
+            # rather than fetch each open one's row (sql.progress_counts).
             models.Index(
                 fields=["study", "-needs_adjudication", "position"],
                 condition=Q(completed_answers__lt=models.F("required_answers")),
+                include=["id"],
                 name="item_open_in_order",
             ),
         ]
@@ -455,7 +459,13 @@ class Assignment(models.Model):
             models.UniqueConstraint(fields=["item", "rater"], name="assignment_once_per_rater"),
         ]
         indexes = [
-            models.Index(fields=["rater", "state"]),
+            # Covering (PostgreSQL; a plain index on SQLite): a rater's progress (done, and the
+            # items they held that are still open: sql.progress_counts) reads their whole
+            # history on every workspace request, so it is read from this index alone, not
+            # from a heap page per assignment.
+            models.Index(
+                fields=["rater", "state"], include=["item", "id"], name="assignment_by_rater"
+            ),
             models.Index(fields=["item", "state"]),
         ]
 
@@ -522,6 +532,8 @@ class Answer(models.Model):
             models.UniqueConstraint(
                 fields=["assignment"],
                 condition=Q(retracted_at__isnull=True),
+                # Covering (PostgreSQL): the seconds of a rater's progress are summed from it.
+                include=["time_on_item_s"],
                 name="one_live_answer_per_assignment",
             ),
             models.CheckConstraint(

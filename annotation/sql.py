@@ -130,7 +130,9 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
     are not counted again: it is returned as given.
 
     Done and seconds are read from the rater's done assignments outwards (their index) whatever
-    the planner's statistics say about the answers table. The open items are counted over the
+    the planner's statistics say about the answers table: each one's seconds a subquery, which
+    PostgreSQL runs per row through the answer's index (as a join, the planner hash-joined the
+    whole answers table once its statistics were fresh). The open items are counted over the
     study's items (nothing joined), the held ones from the rater's own assignments outwards:
     the same number as one NOT EXISTS per open item, which cost ~2.7 ms more database CPU per
     request than without the count on the annotation benchmark's 3,056-item study; this way
@@ -139,9 +141,10 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
     take the study's open items from their partial index (``item_open_in_order``) instead of
     reading every study's items.
 
-    Done, seconds and the held ones are read from the rater's whole history: the cost grows
-    with it (~5 ms of PostgreSQL at 1,000 answers a rater: ``bench/annotation_inproc.py
-    --history``)."""
+    Done, seconds and the held ones are read from the rater's whole history, so the cost
+    grows with it; on PostgreSQL from two covering indexes alone (``assignment_by_rater``, the
+    live-answer constraint with its seconds: annotation/models.py), not from a heap page per
+    assignment and answer (``bench/annotation_inproc.py --history``; bench/README.md)."""
     role = "AND 1 = 0"
     if rater.annotates and rater.adjudicates:
         role = ""
@@ -161,14 +164,17 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
     with connection.cursor() as cursor:
         prepared.execute(
             cursor,
-            f"SELECT COUNT(*), SUM(an.time_on_item_s), {count_open},"  # noqa: S608
+            # An assignment has at most one live answer (one_live_answer_per_assignment): its
+            # seconds are looked up per done assignment, by the answer's index, so that the
+            # planner never prefers reading the whole answers table to hash-join it.
+            f"SELECT COUNT(*), SUM((SELECT an.time_on_item_s FROM {Answer._meta.db_table} an"  # noqa: S608
+            "  WHERE an.assignment_id = a.id AND an.retracted_at IS NULL)),"
+            f" {count_open},"
             f" (SELECT COUNT(*) FROM {Assignment._meta.db_table} m"
             f"  JOIN {StudyItem._meta.db_table} i ON i.id = m.item_id"
             "   WHERE m.rater_id = %s AND m.state <> %s"
             f"  AND i.study_id = %s AND i.completed_answers < i.required_answers {role})"
             f" FROM {Assignment._meta.db_table} a"
-            f" LEFT JOIN {Answer._meta.db_table} an"
-            "  ON an.assignment_id = a.id AND an.retracted_at IS NULL"
             " WHERE a.rater_id = %s AND a.state = %s",
             [
                 *params,

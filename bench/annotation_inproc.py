@@ -24,8 +24,9 @@ own (``annotation_next.reply_text``); the default ``short`` replies are plain an
 trigger's items, so the renders are mostly reused.
 
 ``--history N`` first has every annotator answer N items through the answer service (no HTTP,
-not timed; the study grows by 191 items a model until it holds them), so that the rounds
-measure annotators with a past: what an answer costs an annotator deep into a long study.
+not timed; the study grows by 191 items a model until it holds them), then vacuums and analyses
+the tables as autovacuum would over the days such a history takes, so that the rounds measure
+annotators with a past: what an answer costs an annotator deep into a long study.
 
     python bench/annotation_inproc.py --rounds 3 --answers 400 --history 1000
 """
@@ -247,6 +248,15 @@ def _give_history(study_id: int, per_annotator: int) -> None:
             hand_out_next=True,
         )
         held[rater.pk] = result.following
+    # What autovacuum does over the days a real history takes: the visibility map (so that
+    # index-only scans skip the heap) and the planner's statistics brought up to date.
+    from django.db import connection
+
+    from annotation.models import Answer, Assignment, StudyItem
+
+    with connection.cursor() as cursor:
+        for model in (Assignment, Answer, StudyItem):
+            cursor.execute(f"VACUUM (ANALYZE) {model._meta.db_table}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ find exactly what the equivalent ORM reads find, on this database."""
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -256,3 +256,89 @@ def test_leases_places_and_progress_are_the_orms(make_study):
         assert sql.places_taken(item.pk, now) == taken.count()
         for a in item.assignments.all():
             assert sql.places_taken(item.pk, now, excluding=a.pk) == taken.exclude(pk=a.pk).count()
+
+
+def _copy(row, **fields):
+    """An unsaved copy of ``row`` with ``fields`` changed."""
+    model = type(row)
+    values = {f.attname: getattr(row, f.attname) for f in model._meta.concrete_fields}
+    values.pop(model._meta.pk.attname)
+    return model(**{**values, **fields})
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="query plans are PostgreSQL's (EXPLAIN)"
+)
+def test_progress_reads_a_long_history_from_indexes_not_whole_tables(make_study, make_annotators):
+    """One rater 600 answers into a study of 8,000 items that 40 others have answered too, the
+    planner's statistics fresh (as autovacuum keeps them): the progress count must read neither
+    the study's every item nor every assignment or answer, whatever the planner estimates. It
+    once did (bench/README.md, stop 33): the planner cannot tell how few items are open
+    (completed < required compares two columns), so without the open items' ids in their
+    partial index it read every item of the study."""
+    from annotation.models import new_token
+
+    study = make_study("pairwise", n_annotators=41, overlap=2)
+    deep, *others = [rater(study, r.user) for r in study.raters.order_by("pk")]
+    held = assignment_next(rater=deep)
+    answer_submit(
+        rater=deep,
+        item_token=held.item.token,
+        answer=AnswerInput(label="B", confidence=3),
+        idempotency_key="first",
+        elapsed_ms=1500,
+    )
+    first = Assignment.objects.get(pk=held.pk)
+    first_answer = Answer.objects.get(assignment=first)
+    items = StudyItem.objects.bulk_create(
+        _copy(
+            held.item,
+            token=new_token(),
+            key=f"history-{n}",
+            position=10_000 + n,
+            completed_answers=held.item.required_answers if n < 7_900 else 0,
+        )
+        for n in range(8_000)
+    )
+    # The deep rater's 600 items; the other 7,000 items' two places (overlap 2) to the others,
+    # 350 items each: the deep rater's history is 4 % of the tables, as one of 25 raters' is.
+    places = [(item, deep) for item in items[:600]]
+    places += [
+        (item, others[(2 * n + side) % len(others)])
+        for n, item in enumerate(items[600:7_600])
+        for side in (0, 1)
+    ]
+    assignments = Assignment.objects.bulk_create(
+        _copy(first, item_id=item.pk, rater_id=holder.pk) for item, holder in places
+    )
+    Answer.objects.bulk_create(
+        _copy(first_answer, assignment_id=a.pk, idempotency_key=f"history-{a.pk}")
+        for a in assignments
+    )
+    with connection.cursor() as cursor:
+        for model in (StudyItem, Assignment, Answer):
+            cursor.execute(f"ANALYZE {model._meta.db_table}")
+
+    counts = sql.progress_counts(deep)
+    assert (counts.done, counts.held_before) == (601, 1)  # the first item waits for another
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM pg_prepared_statements"
+            " WHERE statement LIKE '%SUM(%time_on_item_s%'"
+            " AND statement NOT LIKE '%CAST(%'"  # the variant given the open items
+        )
+        ((name,),) = cursor.fetchall()
+        cursor.execute(
+            f"EXPLAIN (FORMAT JSON) EXECUTE {name}(%s, %s, %s, %s, %s, %s)",
+            [study.pk, deep.pk, AssignmentState.LEASED, study.pk, deep.pk, AssignmentState.DONE],
+        )
+        plan = cursor.fetchone()[0]
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    scans = [(n["Node Type"], n.get("Relation Name")) for n in nodes(plan[0]["Plan"])]
+    tables = {model._meta.db_table for model in (StudyItem, Assignment, Answer)}
+    assert not [s for s in scans if s[0] == "Seq Scan" and s[1] in tables], scans
