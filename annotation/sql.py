@@ -142,9 +142,11 @@ def progress_counts(rater: Rater, *, open_items: int | None = None) -> ProgressC
     reading every study's items.
 
     Done, seconds and the held ones are read from the rater's whole history, so the cost
-    grows with it; on PostgreSQL from two covering indexes alone (``assignment_by_rater``, the
-    live-answer constraint with its seconds: annotation/models.py), not from a heap page per
-    assignment and answer (``bench/annotation_inproc.py --history``; bench/README.md)."""
+    grows with it. On PostgreSQL the indexes carry what is read (``assignment_by_rater``, the
+    live-answer constraint with its seconds, ``item_open_in_order`` with the ids:
+    annotation/models.py); the answers are read from the index alone, while the assignments'
+    heap pages are still fetched, as annotating keeps clearing their visibility map
+    (``bench/annotation_inproc.py --history``; bench/README.md, stop 33)."""
     role = "AND 1 = 0"
     if rater.annotates and rater.adjudicates:
         role = ""
