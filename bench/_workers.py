@@ -286,14 +286,20 @@ def stop(processes: Sequence[subprocess.Popen], *, timeout: float = 60) -> None:
         process.wait(timeout=timeout)
 
 
+SITE_APP = "proactweb.wsgi:application"
+
+
 def start_gunicorn(
-    env: Mapping[str, str], port: int, workers: int | None = None
+    env: Mapping[str, str], port: int, workers: int | None = None, app: str = SITE_APP
 ) -> subprocess.Popen:
     """gunicorn as production runs it: the settings of ./gunicorn.conf.py (docker-compose.yml
     and the Dockerfile run plain ``gunicorn proactweb.wsgi:application`` with them), bound to
     ``port`` here; ``workers`` overrides the file's count. Exits if it does not listen within
-    180 s (``--preload`` imports the app first: over 30 s on a machine loaded ×6)."""
-    command = [sys.executable, "-m", "gunicorn", "proactweb.wsgi:application"]
+    180 s (``--preload`` imports the app first: over 30 s on a machine loaded ×6). ``app``, a
+    module of bench/ (``_floor_wsgi:application``), serves that instead of the site."""
+    command = [sys.executable, "-m", "gunicorn", app]
+    if app != SITE_APP:
+        command += ["--pythonpath", str(ROOT / "bench")]
     command += ["--config", str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}"]
     command += ["--log-level", "warning"]
     if workers is not None:

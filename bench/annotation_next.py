@@ -17,6 +17,11 @@ succeed is in the database). Issue #20: p95 ≤ 50 ms at 200 annotators pausing 
     python bench/annotation_next.py                          # 50 annotators, 60 s
     python bench/annotation_next.py --annotators 10 --duration 15   # a quick look
     python bench/annotation_next.py --issue-20               # both of issue #20's loads
+    python bench/annotation_next.py --floor --think-ms 0     # the floor under the same load
+
+``--floor`` has the annotators post an answer's form to ``bench/_floor.py``'s floor instead of
+answering: Django and the site's middleware over gunicorn, signed in, with no answer's work —
+the part of the web's CPU per request that no change to the answer path can remove.
 
 It uses a scratch PostgreSQL database of its own, dropped and created afresh for each load
 (--database-url; default proactbench_bench_annotation). Ends with a RESULT line.
@@ -40,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _workers import (  # noqa: E402
+    SITE_APP,
     children_rss_mb,
     cpu_seconds_of,
     free_port,
@@ -245,6 +251,10 @@ class Think:
         return self.mean_s * self.rng.uniform(1 - self.jitter, 1 + self.jitter)
 
 
+# The floor's body: an answer's form fields, so that parsing it costs what parsing an answer does.
+FLOOR_FORM = {"idempotency_key": "x" * 22, "choice": "1", "confidence": "3", "elapsed_ms": "2000"}
+
+
 class Tally:
     def __init__(self):
         self.latency: dict[str, list[float]] = defaultdict(list)
@@ -255,8 +265,12 @@ class Tally:
         self.ran_out = 0
 
 
-async def _annotator(base, study_id, session_key, deadline, think, tally, warmup_until):
-    """One simulated annotator; ``think()`` gives each pause (seconds)."""
+async def _annotator(
+    base, study_id, session_key, deadline, think, tally, warmup_until, *, floor=False
+):
+    """One simulated annotator; ``think()`` gives each pause (seconds). With ``floor`` it
+    posts the same form to the floor (``bench/_floor.py``) instead of answering, pausing as it
+    would between answers."""
     import aiohttp
 
     jar = aiohttp.CookieJar(unsafe=True)
@@ -295,6 +309,12 @@ async def _annotator(base, study_id, session_key, deadline, think, tally, warmup
                 tally.errors.append(f"{kind} {status}")
                 return None
             return body
+
+        if floor:
+            while time.monotonic() < deadline:
+                await asyncio.sleep(think())
+                await post("floor", "/bench-floor", FLOOR_FORM)
+            return
 
         # As the page does: Start (or Next) once, then each answer's response carries the
         # next item (static/js/workspace.js swaps it in; tests/annotation/test_browser.py
@@ -391,7 +411,9 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         load_before = " ".join(loadavg.read().split()[:3])
     probe = speed_probe()
     port = free_port()
-    server = start_gunicorn(env, port, args.workers)
+    server = start_gunicorn(
+        env, port, args.workers, app="_floor_wsgi:application" if args.floor else SITE_APP
+    )
     tally = Tally()
     try:
         started = time.monotonic()
@@ -409,6 +431,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
                         Think(think_ms / 1000, args.think_jitter, seed=i),
                         tally,
                         warmup_until,
+                        floor=args.floor,
                     )
                     for i, key in enumerate(sessions)
                 )
@@ -460,7 +483,7 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         f"{'none' if args.render_cache == 'none' else 'Redis at ' + args.render_cache}"
     )
     print(f"{'request':<8} {'n':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    for kind in ("next", "answer"):
+    for kind in ("next", "answer", "floor") if args.floor else ("next", "answer"):
         values = tally.latency[kind]
         print(
             f"{kind:<8} {len(values):>7} {_pct(values, 50):>8.1f} {_pct(values, 95):>8.1f} "
@@ -484,7 +507,12 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         f"over-assigned items {checks['over_assigned']}, lost answers {lost}, "
         f"errors {len(tally.errors)}"
     )
-    if not think_ms:
+    if args.floor:
+        print(
+            f"the floor (bench/_floor.py): {len(tally.latency['floor']) / measured_s:.1f} "
+            "requests/s; no answers are given"
+        )
+    elif not think_ms:
         print(
             f"Label Studio on the same load (an earlier session, issue #20): "
             f"{LABEL_STUDIO['answers_per_s']} answers/s, next-task p95 "
@@ -584,6 +612,13 @@ def main() -> None:
         "before stop 33",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="the annotators post an answer's form to the floor (bench/_floor.py: signed in, "
+        "through the site's middleware, answered with a one-line template) instead of "
+        "answering: what any request costs the web over HTTP under the same load",
+    )
+    parser.add_argument(
         "--database-url",
         default="postgres://postgres@127.0.0.1:5432/proactbench_bench_annotation",
     )
@@ -597,14 +632,14 @@ def main() -> None:
             f"RESULT {_fields(paced, 'paced_')} {_fields(closed, 'closed_')} "
             f"{_fields(label_studio)} closed_vs_label_studio="
             f"{closed['answers_per_s'] / LABEL_STUDIO['answers_per_s']:.1f} replies={args.replies}"
-            f" render_cache={args.render_cache != 'none'}"
+            f" render_cache={args.render_cache != 'none'} floor={args.floor}"
         )
         return
     figures = _run(args, args.annotators, args.think_ms)
     extra = f" {_fields(label_studio)}" if not args.think_ms else ""
     print(
         f"RESULT {_fields(figures)}{extra} think_jitter={args.think_jitter:g}"
-        f" replies={args.replies} render_cache={args.render_cache != 'none'}"
+        f" replies={args.replies} render_cache={args.render_cache != 'none'} floor={args.floor}"
     )
 
 
