@@ -24,7 +24,9 @@ answering: Django and the site's middleware over gunicorn, signed in, with no an
 the part of the web's CPU per request that no change to the answer path can remove.
 
 It uses a scratch PostgreSQL database of its own, dropped and created afresh for each load
-(--database-url; default proactbench_bench_annotation). Ends with a RESULT line.
+(--database-url; default proactbench_bench_annotation), and Redis database 9 for the web's
+shared renderings (--render-cache; its own keys deleted before each load). Ends with a RESULT
+line.
 """
 
 import argparse
@@ -606,7 +608,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--render-cache",
-        default="redis://127.0.0.1:6379/14",
+        default="redis://127.0.0.1:6379/9",
         help="the web's shared cache of rendered texts (RENDER_CACHE_URL; compose shares "
         "REDIS_URL's), emptied before each load; none: each web worker renders on its own, as "
         "before stop 33",
