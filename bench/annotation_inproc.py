@@ -9,6 +9,7 @@ running this in each, alternating (A B B A).
     python bench/annotation_inproc.py                  # 4 rounds of 1,000 answers
     python bench/annotation_inproc.py --rounds 6 --answers 500
     python bench/annotation_inproc.py --profile answer.prof   # and where that CPU goes
+    python bench/annotation_inproc.py --timers                # the answer's pieces, timed
 
 Each round also times as many requests to a floor (``bench/_floor.py``: a signed-in htmx POST
 of the same form, answered with a one-line template): what Django and the site's middleware
@@ -16,8 +17,8 @@ cost any request, so that the answer's own work is the difference.
 
 It drops and recreates the scratch database ``proactbench_bench_inproc`` (--database-url) and
 fills it as ``annotation_next.py`` does (one pairwise study, 3,056 items, k = 3, 50 annotators):
-rounds × answers (one round more with --profile) must stay below its ~9,000 places. Ends with a
-RESULT line.
+rounds × answers (one round more with each of --profile and --timers) must stay below its
+~9,000 places. Ends with a RESULT line.
 
 ``--replies long`` gives every reply Markdown as costly to render as a real one, each reply its
 own (``annotation_next.reply_text``); the default ``short`` replies are plain and shared by a
@@ -68,6 +69,13 @@ def main() -> None:
         "timed above run without it); prints the top functions by own time",
     )
     parser.add_argument(
+        "--timers",
+        action="store_true",
+        help="also run one more round with the answer view's pieces each timed by this "
+        "process's CPU clock (no profiler: the pieces cost what they do in the rounds), and "
+        "print each one's CPU per answer",
+    )
+    parser.add_argument(
         "--history",
         type=int,
         default=0,
@@ -82,14 +90,15 @@ def main() -> None:
         "long, Markdown as costly to render as a real reply and each its own",
     )
     args = parser.parse_args()
-    timed = (args.rounds + bool(args.profile)) * args.answers + 2 * ANNOTATORS
+    timed = (args.rounds + bool(args.profile) + args.timers) * args.answers + 2 * ANNOTATORS
     models = MODELS
     if args.history:
         wanted = ANNOTATORS * args.history + timed
         models = max(MODELS, math.ceil(wanted / K / ITEMS_PER_MODEL) + 1)
     elif timed > MODELS * ITEMS_PER_MODEL * K:
         sys.exit(
-            f"rounds × answers (one round more with --profile) must stay below the study's"
+            f"rounds × answers (one round more with each of --profile and --timers) must stay "
+            f"below the study's"
             f" {MODELS * ITEMS_PER_MODEL * K} places"
         )
     env = web_env(database_url=args.database_url, secret_key_prefix="bench-inproc-")
@@ -205,6 +214,13 @@ def main() -> None:
         profiler.disable()
         profiler.dump_stats(args.profile)
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(25)
+    if args.timers:
+        started = time.process_time()
+        with _Timers() as timers:
+            for _ in range(args.answers):
+                answer(n % len(clients))
+                n += 1
+        timers.report(args.answers, time.process_time() - started, statistics.median(floors))
     print(
         f"RESULT cpu_ms_per_answer={statistics.median(figures):.2f} "
         f"cpu_ms_min={min(figures):.2f} cpu_ms_max={max(figures):.2f} "
@@ -214,6 +230,55 @@ def main() -> None:
         f"history={args.history} replies={args.replies} "
         f"load_before={os.getloadavg()[0]:.1f}"
     )
+
+
+class _Timers:
+    """The answer view's pieces, each wrapped (where the view looks it up) to add up its CPU
+    time: the answer service, the workspace and, within it, the progress count and the
+    template's render. Unwrapped on exit."""
+
+    PIECES = (
+        ("annotation.views", "answer_submit", "answer_submit (the service: its statements)"),
+        ("annotation.views", "_workspace", "the workspace (the next item's page)"),
+        ("annotation.selectors", "rater_progress", "  of which the progress count"),
+        ("annotation.views", "render", "  of which the template's render"),
+    )
+
+    def __enter__(self) -> "_Timers":
+        import importlib
+
+        self.cpu = {label: 0.0 for _, _, label in self.PIECES}
+        self.originals = []
+        for module_name, name, label in self.PIECES:
+            module = importlib.import_module(module_name)
+            original = getattr(module, name)
+            self.originals.append((module, name, original))
+            setattr(module, name, self._timed(original, label))
+        return self
+
+    def _timed(self, function, label):
+        def timed(*args, **kwargs):
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.cpu[label] += time.process_time() - started
+
+        return timed
+
+    def __exit__(self, *exc) -> None:
+        for module, name, original in self.originals:
+            setattr(module, name, original)
+
+    def report(self, answers: int, total_s: float, floor_ms: float) -> None:
+        print(f"one more round of {answers} answers, its pieces timed (CPU ms per answer):")
+        for label, seconds in self.cpu.items():
+            print(f"  {label:<52} {seconds / answers * 1000:6.2f}")
+        outer = [label for label in self.cpu if not label.startswith(" ")]
+        rest = (total_s - sum(self.cpu[label] for label in outer)) / answers * 1000
+        print(f"  {'the rest (Django, middleware, the view, the client)':<52} {rest:6.2f}")
+        print(f"  {'  (the floor, from the rounds)':<52} {floor_ms:6.2f}")
+        print(f"  {'all':<52} {total_s / answers * 1000:6.2f}")
 
 
 def _give_history(study_id: int, per_annotator: int) -> None:
