@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _workers import cpu_seconds_of, migrate, recreate_database, web_env  # noqa: E402
-from annotation_next import REPLIES  # noqa: E402
+from annotation_next import FLOOR_FORM, REPLIES  # noqa: E402
 
 ANNOTATORS = 50
 K = 3
@@ -150,9 +150,7 @@ def main() -> None:
             sys.exit(f"answer {response.status_code}: the study ran out or the request failed")
         bodies[i] = response.content.decode()
 
-    floor_data = urlencode(
-        {"idempotency_key": "x" * 22, "choice": "1", "confidence": "3", "elapsed_ms": "2000"}
-    )
+    floor_data = urlencode(FLOOR_FORM)
 
     def floor(i: int) -> None:
         response = clients[i].post(

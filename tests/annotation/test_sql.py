@@ -318,6 +318,13 @@ def _long_history(make_study) -> Rater:
     return deep
 
 
+def _on_the_tables(command: str) -> None:
+    """``command`` (ANALYZE, VACUUM) run on each table the progress count reads."""
+    with connection.cursor() as cursor:
+        for model in (StudyItem, Assignment, Answer):
+            cursor.execute(f"{command} {model._meta.db_table}")
+
+
 def _progress_scans(deep: Rater) -> list[tuple[str, str | None]]:
     """The scans (node type, table) of the progress count's plan for ``deep``, as it ran
     (prepared: EXECUTE with its values) and planned afresh."""
@@ -349,9 +356,7 @@ def test_progress_reads_a_long_history_by_the_rater_not_whole_tables(make_study)
     map that only VACUUM sets, the planner may price the open items' index-only scan at a heap
     fetch a row and read the whole table instead, as it did in CI's full suite."""
     deep = _long_history(make_study)
-    with connection.cursor() as cursor:
-        for model in (StudyItem, Assignment, Answer):
-            cursor.execute(f"ANALYZE {model._meta.db_table}")
+    _on_the_tables("ANALYZE")
     scans = _progress_scans(deep)
     tables = {model._meta.db_table for model in (Assignment, Answer)}
     assert not [s for s in scans if s[0] == "Seq Scan" and s[1] in tables], scans
@@ -367,9 +372,7 @@ def test_progress_reads_the_open_items_from_their_index_after_a_vacuum(make_stud
     ``item_open_in_order`` now carries their ids, so they are read from the index alone.
     Without the ids this fails: the held items' join reads their heap pages."""
     deep = _long_history(make_study)
-    with connection.cursor() as cursor:
-        for model in (StudyItem, Assignment, Answer):
-            cursor.execute(f"VACUUM (ANALYZE) {model._meta.db_table}")
+    _on_the_tables("VACUUM (ANALYZE)")
     scans = _progress_scans(deep)
     tables = {model._meta.db_table for model in (StudyItem, Assignment, Answer)}
     assert not [s for s in scans if s[0] == "Seq Scan" and s[1] in tables], scans
