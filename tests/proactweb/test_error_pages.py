@@ -91,7 +91,11 @@ def test_the_debug_500_page_masks_url_passwords_in_exception_messages(debug_on):
 @pytest.mark.parametrize(
     ("url", "masked"),
     [
-        (DB_URL, "postgres://pbuser:***@db.example.org:5432/proactbench"),
+        # Named, not shown: the test's id must be the same in every process of a parallel
+        # run, and the password is made up per process.
+        pytest.param(
+            DB_URL, "postgres://pbuser:***@db.example.org:5432/proactbench", id="made-up-password"
+        ),
         ("redis://:p@ss@h:1/0", "redis://:***@h:1/0"),  # urllib ends a password at the last @
         ("postgres://u:pa/ss@h/db", "postgres://u:***@h/db"),
         ("redis://:a@h1,redis://:b@h2", "redis://:***@h1,redis://:***@h2"),
