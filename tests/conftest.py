@@ -6,6 +6,7 @@ from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 
 from core.roles import ANNOTATOR, RESEARCHER
+from tests import parallel
 
 
 def _user(django_user_model, username: str, *, staff: bool = False, group: str | None = None):
@@ -52,6 +53,13 @@ def client_for(client):
         return client
 
     return login
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """``make test`` runs the suite in several processes (pytest-xdist): each gets a Redis
+    database of its own, before it starts (tests/parallel.py)."""
+    parallel.give_each_process_its_redis(specs, os.environ.get("REDIS_URL"))
 
 
 @pytest.fixture(autouse=True)
