@@ -57,11 +57,11 @@ run: $(VENV)/.installed-app
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py devserver --skip-checks $(ADDR)
 
 ## test: install and run the whole test suite, in TEST_PROCESSES processes at once.
-# pytest-xdist, one process a core by default (the suite waits on workers, servers and browsers
-# as much as it computes, but its property tests are CPU-bound: a third process on two cores
-# made the PostgreSQL half slower, bench/README.md). Each process has its own test database and
-# its own Redis database (tests/conftest.py). `--dist load` hands each process the tests in
-# collection order, so each still runs pytest-django's order: the tests that empty the tables
+# pytest-xdist, one process a core by default: the suite waits on workers, servers and browsers
+# as much as it computes, but its property tests are CPU-bound, and a third process on two cores
+# made the PostgreSQL half slower (docs/reliability.md). Each process has its own test database
+# and its own Redis database (tests/parallel.py). `--dist load` hands each process its tests in
+# collection order, so each keeps pytest-django's order: the tests that empty the tables
 # (transactional ones) after those that expect the migrations' rows. TEST_PROCESSES=0: one
 # process, as plain `pytest` runs.
 TEST_PROCESSES ?= auto
