@@ -16,23 +16,22 @@ def _specs(count: int) -> list:
     return specs
 
 
-def test_each_process_gets_its_own_database_counting_down_from_the_configured_one():
-    specs = _specs(3)
-    give_each_process_its_redis(specs, "redis://127.0.0.1:6379/15")
-    assert [spec.env["REDIS_URL"] for spec in specs] == [
-        "redis://127.0.0.1:6379/15",
-        "redis://127.0.0.1:6379/14",
-        "redis://127.0.0.1:6379/13",
-    ]
-
-
-def test_the_count_wraps_below_zero_and_a_url_without_a_database_means_database_0():
-    specs = _specs(2)
-    give_each_process_its_redis(specs, "redis://:secret@cache:6380")
-    assert [spec.env["REDIS_URL"] for spec in specs] == [
-        "redis://:secret@cache:6380/0",
-        "redis://:secret@cache:6380/15",
-    ]
+@pytest.mark.parametrize(
+    ("configured", "given"),
+    [
+        # Counting down from the configured database, one for each process.
+        ("redis://127.0.0.1:6379/15", ["redis://127.0.0.1:6379/15", "redis://127.0.0.1:6379/14"]),
+        # No database in the URL is database 0; below 0 the count wraps round to 15.
+        (
+            "redis://:secret@cache:6380",
+            ["redis://:secret@cache:6380/0", "redis://:secret@cache:6380/15"],
+        ),
+    ],
+)
+def test_each_process_gets_a_database_of_its_own(configured, given):
+    specs = _specs(len(given))
+    give_each_process_its_redis(specs, configured)
+    assert [spec.env["REDIS_URL"] for spec in specs] == given
 
 
 def test_without_redis_nothing_is_set():
