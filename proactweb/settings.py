@@ -3,7 +3,7 @@
 With nothing set you get the *embedded default*: SQLite in WAL mode under ``var/`` and a Celery
 broker on the local filesystem (no server to run). ``DATABASE_URL`` and ``REDIS_URL`` switch to
 PostgreSQL and Redis. Every variable is listed in the README's configuration table; the helpers
-below fail loudly on a malformed value instead of guessing.
+(proactweb/env.py) fail loudly on a malformed value instead of guessing.
 """
 
 import os
@@ -15,47 +15,9 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from proactweb.env import env_bool, env_int, env_list, env_path, env_str
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env_str(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(name)
-    return default if value is None or value == "" else value
-
-
-def env_path(name: str, default: Path) -> Path:
-    value = os.environ.get(name)
-    return default if value is None or value == "" else Path(value)
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    lowered = value.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no).")
-
-
-def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from exc
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    return [item.strip() for item in value.split(",") if item.strip()]
-
 
 VAR_DIR = env_path("PROACTWEB_VAR_DIR", BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -215,13 +177,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # reuse them: a fresh PostgreSQL connection per batch cost ~1 % of a worker's CPU and a backend
 # start on the server (bench/pipeline.py). Each thread's connection is reused for about this many
 # tasks; a connection that failed is closed by the task's own error path (engine, tasks.py).
-CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 100)
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 100, minimum=1)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 3600
-CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
-CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 # The sweeps (benchmark.sweep_runs, benchmark.sweep_curation_jobs) re-dispatch evaluation units and
@@ -229,7 +191,7 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 # `manage.py devserver` does) or as its own process (the compose file's `beat`). An interval is
 # all they need, so the schedule is kept in memory.
 CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
-_SWEEP_INTERVAL_S = float(env_int("EVAL_SWEEP_INTERVAL_S", 30))
+_SWEEP_INTERVAL_S = float(env_int("EVAL_SWEEP_INTERVAL_S", 30, minimum=1))
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "benchmark.sweep_runs", "schedule": _SWEEP_INTERVAL_S},
     "sweep-curation-jobs": {"task": "benchmark.sweep_curation_jobs", "schedule": _SWEEP_INTERVAL_S},
@@ -238,8 +200,8 @@ CELERY_BEAT_SCHEDULE = {
 # --- Evaluation engine -----------------------------------------------------------------------
 # A run's units are executed in batches (one Celery task each); a worker process keeps at most
 # EVAL_MAX_CALLS_IN_FLIGHT provider calls in flight at once, across all its batches.
-EVAL_BATCH_SIZE = env_int("EVAL_BATCH_SIZE", 32)
-EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
+EVAL_BATCH_SIZE = env_int("EVAL_BATCH_SIZE", 32, minimum=1)
+EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64, minimum=1)
 # Batches a worker process runs at once (its Celery threads, unless `--concurrency` is given).
 # A batch of N units has at most about N calls in flight (a unit's reply comes before its
 # judging), and fewer at its tail and while the next batch is claimed; so a process needs
@@ -247,14 +209,14 @@ EVAL_MAX_CALLS_IN_FLIGHT = env_int("EVAL_MAX_CALLS_IN_FLIGHT", 64)
 # the others' calls queueing for the slots (bench/pipeline.py: 2 batches at 64 in flight
 # left a third of the slots idle).
 CELERY_WORKER_CONCURRENCY = env_int(
-    "CELERY_WORKER_CONCURRENCY", 2 * -(-EVAL_MAX_CALLS_IN_FLIGHT // EVAL_BATCH_SIZE)
+    "CELERY_WORKER_CONCURRENCY", 2 * -(-EVAL_MAX_CALLS_IN_FLIGHT // EVAL_BATCH_SIZE), minimum=1
 )
 
 # --- Curation jobs ---------------------------------------------------------------------------
 # A curation target's task refreshes its heartbeat at every turn and before every provider call;
 # a heartbeat older than this means its worker died, and the target is taken over (by the sweep,
 # or by its task delivered again). Keep it above the longest single call with its retries.
-CURATION_LEASE_S = env_int("CURATION_LEASE_S", 900)
+CURATION_LEASE_S = env_int("CURATION_LEASE_S", 900, minimum=1)
 
 # Environment variables an endpoint may name as its API key, besides any name ending in
 # _API_KEY; the workbench's own secrets are refused even if listed (benchmark/providers/keys.py).
@@ -264,18 +226,20 @@ PROACTBENCH_API_KEY_ENV_ALLOWED = env_list("PROACTBENCH_API_KEY_ENV_ALLOWED", []
 # One record (a JSON Lines line, a CSV row) longer than this is refused with its line number,
 # before it is read into memory; a file larger than PROACTBENCH_MAX_FILE_BYTES is refused
 # before its first line is parsed. docs/corpus-format.md lists them.
-PROACTBENCH_MAX_RECORD_BYTES = env_int("PROACTBENCH_MAX_RECORD_BYTES", 8 * 1024 * 1024)
-PROACTBENCH_MAX_FILE_BYTES = env_int("PROACTBENCH_MAX_FILE_BYTES", 256 * 1024 * 1024)
+PROACTBENCH_MAX_RECORD_BYTES = env_int("PROACTBENCH_MAX_RECORD_BYTES", 8 * 1024 * 1024, minimum=1)
+PROACTBENCH_MAX_FILE_BYTES = env_int("PROACTBENCH_MAX_FILE_BYTES", 256 * 1024 * 1024, minimum=1)
 # A scores CSV (stats, external benchmarks) is a few lines per model: read whole, so small.
-PROACTBENCH_MAX_SCORES_FILE_BYTES = env_int("PROACTBENCH_MAX_SCORES_FILE_BYTES", 2 * 1024 * 1024)
+PROACTBENCH_MAX_SCORES_FILE_BYTES = env_int(
+    "PROACTBENCH_MAX_SCORES_FILE_BYTES", 2 * 1024 * 1024, minimum=1
+)
 # JSON nested deeper than this (lists/objects; the release's records nest 6 levels) is refused:
 # deeper, the code that walks a record could exhaust Python's recursion limit.
-PROACTBENCH_MAX_JSON_DEPTH = env_int("PROACTBENCH_MAX_JSON_DEPTH", 64)
+PROACTBENCH_MAX_JSON_DEPTH = env_int("PROACTBENCH_MAX_JSON_DEPTH", 64, minimum=1)
 # Evidence grading (imported results) and highlighting look for a quote in at most this many of
 # a reply's first characters; a quote only beyond it is "not found" (docs/pipeline.md).
-PROACTBENCH_EVIDENCE_MAX_CHARS = env_int("PROACTBENCH_EVIDENCE_MAX_CHARS", 1_000_000)
+PROACTBENCH_EVIDENCE_MAX_CHARS = env_int("PROACTBENCH_EVIDENCE_MAX_CHARS", 1_000_000, minimum=1)
 # Texts longer than this (replies, turns) are shown cut, with "show all" (components/long_text).
-PROACTBENCH_DISPLAY_MAX_CHARS = env_int("PROACTBENCH_DISPLAY_MAX_CHARS", 20_000)
+PROACTBENCH_DISPLAY_MAX_CHARS = env_int("PROACTBENCH_DISPLAY_MAX_CHARS", 20_000, minimum=1)
 
 # --- Caches --------------------------------------------------------------------------------
 # "rendered": texts' Markdown renderings shared by the web processes (core/render_cache.py), in
@@ -316,7 +280,7 @@ AUTHENTICATION_BACKENDS = [
     # Django's ModelBackend, its user read in one plain statement (core/sql.py).
     "core.auth.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
@@ -386,9 +350,9 @@ else:
 # An image larger than this (bytes, as stored) or with more pixels (width × height: Pillow's
 # decompression-bomb guard, checked before the pixels are decoded) is refused, as is a turn
 # with more images; so is any type but PNG, JPEG, WebP and GIF.
-PROACTBENCH_IMAGE_MAX_BYTES = env_int("PROACTBENCH_IMAGE_MAX_BYTES", 5 * 1024 * 1024)
-PROACTBENCH_IMAGE_MAX_PIXELS = env_int("PROACTBENCH_IMAGE_MAX_PIXELS", 25_000_000)
-PROACTBENCH_IMAGE_MAX_PER_TURN = env_int("PROACTBENCH_IMAGE_MAX_PER_TURN", 8)
+PROACTBENCH_IMAGE_MAX_BYTES = env_int("PROACTBENCH_IMAGE_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
+PROACTBENCH_IMAGE_MAX_PIXELS = env_int("PROACTBENCH_IMAGE_MAX_PIXELS", 25_000_000, minimum=1)
+PROACTBENCH_IMAGE_MAX_PER_TURN = env_int("PROACTBENCH_IMAGE_MAX_PER_TURN", 8, minimum=1)
 # Uploads above this size are streamed to a temporary file rather than held in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10_485_760
