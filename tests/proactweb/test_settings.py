@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 
@@ -47,6 +48,15 @@ def test_malformed_variable_fails_loudly():
     result = _manage("check", env_overrides={"DEBUG": "maybe"})
     assert result.returncode != 0
     assert "DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def test_a_count_or_limit_below_one_fails_loudly_by_name():
+    # EVAL_BATCH_SIZE=0 had divided by zero while the settings loaded (the worker's batches);
+    # a limit of 0 bytes would refuse every file as too large.
+    for name in ("EVAL_BATCH_SIZE", "PROACTBENCH_MAX_FILE_BYTES"):
+        result = _manage("check", env_overrides={name: "0"})
+        assert result.returncode != 0
+        assert f"{name}='0' is below its minimum, 1." in result.stderr
 
 
 def test_embedded_default_is_sqlite_in_wal_mode_unless_database_url_is_set():
@@ -113,3 +123,20 @@ def test_a_worker_runs_twice_the_batches_that_fill_its_call_slots_unless_told():
         )
         == "3"
     )
+
+
+def test_every_variable_the_settings_read_is_in_the_readme_configuration_table():
+    readers = ("proactweb/settings.py", "gunicorn.conf.py")
+    read = {
+        name
+        for path in readers
+        for name in re.findall(
+            r"\benv_\w+\(\s*\"([A-Z][A-Z0-9_]*)\"", (settings.BASE_DIR / path).read_text()
+        )
+    }
+    readme = (settings.BASE_DIR / "README.md").read_text()
+    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\|[^\n]*", table, re.MULTILINE))
+    missing = sorted(name for name in read if not any(f"`{name}`" in row for row in listed))
+    assert len(read) > 40 and "WEB_CONCURRENCY" in read
+    assert not missing, f"not in the README's configuration table: {missing}"
