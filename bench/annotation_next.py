@@ -52,6 +52,7 @@ from _workers import (  # noqa: E402
     cpu_seconds_of,
     free_port,
     gunicorn_shape,
+    processes,
     recreate_database,
     start_gunicorn,
     stop_gunicorn,
@@ -73,6 +74,11 @@ def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
         "cache": cpu_seconds_of(lambda pid, ppid, cmd: cmd.startswith("redis-server")),
         "client": time.process_time(),
     }
+
+
+def _database_processes(database: str) -> set[int]:
+    """The database's server processes now: those whose CPU ``_cpu_snapshot`` adds up."""
+    return {pid for pid, _, cmd, _ in processes() if f" {database} " in f"{cmd} "}
 
 
 def _render_cache_env(url: str) -> dict[str, str]:
@@ -441,11 +447,13 @@ def _run(args, annotators: int, think_ms: float) -> dict:
 
         database = args.database_url.rsplit("/", 1)[1]
         cpu_before: dict[str, float] = {}
+        backends_before: set[int] = set()
         rss_samples: list[tuple[float, dict[int, float]]] = []
 
         async def measured():
             await asyncio.sleep(args.warmup)
             cpu_before.update(_cpu_snapshot(server.pid, database))
+            backends_before.update(_database_processes(database))
             # Web workers' memory: once warm, then every tenth of the run, and at the end.
             step = args.duration / 10
             for n in range(11):
@@ -459,6 +467,9 @@ def _run(args, annotators: int, think_ms: float) -> dict:
         asyncio.run(run_all())
         wall = time.monotonic() - started
         cpu_after = _cpu_snapshot(server.pid, database)
+        # A server process that ended during the load took its CPU with it: the database's
+        # figure would leave it out (connections replaced at DB_CONN_MAX_AGE did, once).
+        backends_gone = len(backends_before - _database_processes(database))
         cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
     finally:
         stop_gunicorn(server)
@@ -528,6 +539,11 @@ def _run(args, annotators: int, think_ms: float) -> dict:
             f"WARNING: {tally.ran_out} of {annotators} annotators found nothing left before the "
             "end: the study was too small for this load, so these figures understate the "
             "server (raise --models)"
+        )
+    if backends_gone:
+        print(
+            f"WARNING: {backends_gone} of the database's server processes ended during the "
+            "load, and their CPU with them: the PostgreSQL figure is too low"
         )
     pids = sorted(rss_samples[0][1]) if rss_samples else []
     if pids:
