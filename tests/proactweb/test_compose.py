@@ -87,3 +87,10 @@ def test_tuning_variables_reach_the_workers_only_when_set():
 
 def _raw_compose() -> dict:
     return yaml.safe_load((settings.BASE_DIR / "docker-compose.yml").read_text())
+
+
+def test_the_web_servers_worker_count_reaches_it_only_when_set():
+    # gunicorn.conf.py reads WEB_CONCURRENCY; unset, the container has none and the file's 3 stand.
+    assert _compose_config()["services"]["web"]["environment"].get("WEB_CONCURRENCY") is None
+    web = _compose_config(WEB_CONCURRENCY="8")["services"]["web"]["environment"]
+    assert web["WEB_CONCURRENCY"] == "8"
