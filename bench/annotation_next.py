@@ -70,15 +70,20 @@ def _cpu_snapshot(server_pid: int, database: str) -> dict[str, float]:
     and this process (the simulated annotators)."""
     return {
         "web": cpu_seconds_of(lambda pid, ppid, cmd: ppid == server_pid),
-        "database": cpu_seconds_of(lambda pid, ppid, cmd: f" {database} " in f"{cmd} "),
+        "database": cpu_seconds_of(lambda pid, ppid, cmd: _serves(database, cmd)),
         "cache": cpu_seconds_of(lambda pid, ppid, cmd: cmd.startswith("redis-server")),
         "client": time.process_time(),
     }
 
 
+def _serves(database: str, command: str) -> bool:
+    """Whether a process's command line is a PostgreSQL server process of ``database``."""
+    return f" {database} " in f"{command} "
+
+
 def _database_processes(database: str) -> set[int]:
     """The database's server processes now: those whose CPU ``_cpu_snapshot`` adds up."""
-    return {pid for pid, _, cmd, _ in processes() if f" {database} " in f"{cmd} "}
+    return {pid for pid, _, cmd, _ in processes() if _serves(database, cmd)}
 
 
 def _render_cache_env(url: str) -> dict[str, str]:
