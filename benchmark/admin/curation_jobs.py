@@ -108,6 +108,7 @@ class CurationJobAdmin(admin.ModelAdmin):
             "job": job,
             "targets": job.targets.select_related("scenario__persona", "style", "dialogue"),
             "spend": jobs.curation_job_spend(job=job),
+            "activity": jobs.curation_job_endpoint_activity(job=job),
             "can_cancel": job.status in (RunStatus.QUEUED, RunStatus.RUNNING),
             "can_resume": job.status
             in (RunStatus.CANCELLING, RunStatus.CANCELLED, RunStatus.FAILED, RunStatus.DONE),

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from benchmark.evaluation.engine import cached_results, call_cost, call_usage
-from benchmark.evaluation.requests import cache_key, sampling_params
+from benchmark.evaluation.requests import cache_key
 from benchmark.models import CallPurpose, ModelEndpoint, ProviderCall, ResponseCacheEntry
 from benchmark.providers.base import ChatRequest, ChatResult, CompletesChat, ProviderError
+from benchmark.providers.factory import sampling_params
 
 
 @dataclass(frozen=True)

@@ -27,15 +27,9 @@ from benchmark.models import (
     turn_image_storage,
 )
 from benchmark.providers.base import ChatMessage, ChatRequest, ImagePart, ReplayKey
-from benchmark.providers.factory import ENDPOINT_SETTINGS
+from benchmark.providers.factory import sampling_params
 from benchmark.providers.images import request_images
 from benchmark.vocabulary import FAILURE_MODE_DEFINITIONS, FAILURE_MODES
-
-
-def sampling_params(endpoint: ModelEndpoint) -> dict:
-    """The endpoint's sampling parameters, without its plumbing (rate limits, timeout), which
-    is not part of what identifies a call."""
-    return {k: v for k, v in endpoint.default_params.items() if k not in ENDPOINT_SETTINGS}
 
 
 class TurnText(Protocol):

@@ -39,6 +39,7 @@ from benchmark.models import (
     Trigger,
     UnitState,
 )
+from benchmark.providers.activity import Activity, endpoint_activity
 
 
 class RunActionError(Exception):
@@ -527,6 +528,21 @@ class RunProgress:
     @property
     def percent(self) -> float:
         return 100.0 * self.finished / self.total if self.total else 0.0
+
+
+def run_endpoint_activity(*, run: EvaluationRun) -> Activity:
+    """Each endpoint the run calls — models under test, judges, pairwise judges, the
+    failure-mode classifier — with its calls so far and the limits in force
+    (``benchmark.providers.activity``)."""
+    ids = {
+        *run.endpoints.values_list("pk", flat=True),
+        *run.judges.values_list("pk", flat=True),
+        *run.pairwise_judges.values_list("pk", flat=True),
+    }
+    ids.update(pk for pk in (run.primary_judge_id, run.failure_mode_classifier_id) if pk)
+    return endpoint_activity(
+        ProviderCall.objects.filter(run=run), ModelEndpoint.objects.filter(pk__in=ids)
+    )
 
 
 def run_progress(*, run: EvaluationRun) -> RunProgress:

@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from benchmark.evaluation import runs
 from benchmark.models import EvaluationRun, ModelEndpoint, RunStatus
+from benchmark.providers.activity import activity_lines
 
 FINAL = {RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED}
 
@@ -71,3 +72,6 @@ def watch_run(run: EvaluationRun, stdout: OutputWrapper) -> None:
     if progress.pairwise:
         verdicts = ", ".join(f"{name} {n}" for name, n in progress.pairwise.items())
         stdout.write(f"Pairwise verdicts (of {progress.pairwise_expected} per judge): {verdicts}")
+    stdout.write("Endpoints:")
+    for line in activity_lines(runs.run_endpoint_activity(run=run)):
+        stdout.write(line)

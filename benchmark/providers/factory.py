@@ -12,6 +12,7 @@ stripped here before anything is sent: ``rate_limit_rpm``, ``rate_limit_tpm``,
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from benchmark.models import ModelEndpoint
@@ -46,16 +47,14 @@ def provider_for(endpoint: ModelEndpoint) -> ChatProvider:
             Connection(base_url=None, api_key="", timeout_s=DEFAULT_TIMEOUT_S, limiter=None)
         )
     api_key = _api_key(endpoint, spec)
-    params = dict(endpoint.default_params or {})
-    rpm = _positive_int(endpoint, "rate_limit_rpm", params.pop("rate_limit_rpm", None))
-    tpm = _positive_int(endpoint, "rate_limit_tpm", params.pop("rate_limit_tpm", None))
-    concurrency = _positive_int(endpoint, "max_concurrency", params.pop("max_concurrency", None))
-    timeout_s = _timeout_s(endpoint, params.pop("timeout_s", None))
+    limits = configured_limits(endpoint)
+    params = sampling_params(endpoint)
+    timeout_s = _timeout_s(endpoint, (endpoint.default_params or {}).get("timeout_s"))
     limiter = limiters_for(
         endpoint.name,
-        rpm=rpm,
-        tpm=tpm,
-        max_concurrency=concurrency,
+        rpm=limits.rpm,
+        tpm=limits.tpm,
+        max_concurrency=limits.max_concurrency,
         lease_s=timeout_s + LEASE_MARGIN_S,
         learn=True,  # limits not configured are learnt from the vendor's headers
     )
@@ -129,6 +128,37 @@ def _api_key(endpoint: ModelEndpoint, spec: ProviderSpec) -> str:
             retryable=False,
         )
     return value
+
+
+def sampling_params(endpoint: ModelEndpoint) -> dict:
+    """The endpoint's sampling parameters, without its plumbing (``ENDPOINT_SETTINGS``: rate
+    limits, timeout), which is not sent and not part of what identifies a call."""
+    return {
+        key: value
+        for key, value in (endpoint.default_params or {}).items()
+        if key not in ENDPOINT_SETTINGS
+    }
+
+
+@dataclass(frozen=True)
+class ConfiguredLimits:
+    """The limits set in an endpoint's ``default_params`` (None: not set; a rate limit not set
+    is learnt from the vendor's headers, ratelimit.py)."""
+
+    rpm: int | None
+    tpm: int | None
+    max_concurrency: int | None
+
+
+def configured_limits(endpoint: ModelEndpoint) -> ConfiguredLimits:
+    """Raises ``ProviderError`` (not retryable), naming the setting, for one that is not a
+    positive whole number."""
+    params = endpoint.default_params or {}
+    return ConfiguredLimits(
+        rpm=_positive_int(endpoint, "rate_limit_rpm", params.get("rate_limit_rpm")),
+        tpm=_positive_int(endpoint, "rate_limit_tpm", params.get("rate_limit_tpm")),
+        max_concurrency=_positive_int(endpoint, "max_concurrency", params.get("max_concurrency")),
+    )
 
 
 def _positive_int(endpoint: ModelEndpoint, name: str, value: Any) -> int | None:

@@ -317,6 +317,18 @@ class LocalConcurrencyLimiter:
 # --- Redis (shared by every process on every machine) ------------------------------------------
 
 
+def _key_prefix(endpoint_name: str) -> str:
+    return f"proactbench:limits:{endpoint_name}"
+
+
+def _learnt_key(key_prefix: str) -> str:
+    return f"{key_prefix}:learnt"
+
+
+def _leases_key(key_prefix: str) -> str:
+    return f"{key_prefix}:leases"
+
+
 @contextlib.contextmanager
 def _client_failures(client: redis.Redis) -> Iterator[None]:
     """Whatever the Redis client raises leaves as a ``redis.RedisError`` (which the limiter's
@@ -457,7 +469,7 @@ class RedisRateLimiter(_BlockingAcquire):
         self.learns_rpm, self.learns_tpm = learn and rpm is None, learn and tpm is None
         self.key_prefix = key_prefix
         self.key = f"{key_prefix}:rate"
-        self.learnt_key = f"{key_prefix}:learnt"
+        self.learnt_key = _learnt_key(key_prefix)
         self._redis = redis_client
         self._script = redis_client.register_script(_RATE_SCRIPT)
         self._learn_script = redis_client.register_script(_LEARN_SCRIPT)
@@ -542,7 +554,7 @@ class RedisConcurrencyLimiter:
         _check_limit("limit", limit)
         self.limit, self.lease_s = limit, lease_s
         self.key_prefix = key_prefix
-        self.key = f"{key_prefix}:leases"
+        self.key = _leases_key(key_prefix)
         self._redis = redis_client
         self._script = redis_client.register_script(_LEASE_SCRIPT)
 
@@ -715,7 +727,7 @@ def _build_limiter(
     if client is None:
         # redis-py clients are thread-safe and re-create their pool after a fork.
         client = _redis_clients[redis_url] = redis.Redis.from_url(redis_url)
-    prefix = f"proactbench:limits:{endpoint_name}"
+    prefix = _key_prefix(endpoint_name)
     return EndpointLimiter(
         rate=(
             RedisRateLimiter(client, key_prefix=prefix, rpm=rpm, tpm=tpm, learn=learn)
@@ -730,3 +742,61 @@ def _build_limiter(
             else None
         ),
     )
+
+
+# --- What a page may read of the shared limits ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SharedLimits:
+    """What every worker shares of one endpoint's limits, as Redis holds them now."""
+
+    learnt_rpm: int | None
+    """The requests per minute learnt from the vendor's headers (None: none learnt, or none
+    confirmed for ``LEARNT_TTL_S``)."""
+    learnt_tpm: int | None
+    in_flight: int
+    """Calls holding one of the endpoint's concurrency slots (0 where it has no cap)."""
+
+
+READ_TIMEOUT_S = 2.0
+"""How long a page waits for Redis before it says it could not read the limits: a page that
+watches a run must not hang on a Redis that does not answer (the workers' clients wait)."""
+_readers: dict[str, redis.Redis] = {}
+
+
+def shared_limits(endpoint_names: Iterable[str]) -> dict[str, SharedLimits] | None:
+    """Each endpoint's learnt limits and calls in flight, in one round trip to Redis; None
+    without ``settings.REDIS_URL`` (the embedded default), where each worker keeps its limiter
+    in its own process and no page can read it. Raises ``redis.RedisError`` when Redis cannot
+    be read within ``READ_TIMEOUT_S``."""
+    redis_url = getattr(settings, "REDIS_URL", None) or None
+    if redis_url is None:
+        return None
+    names = list(endpoint_names)
+    with _registry_lock:
+        client = _readers.get(redis_url)
+        if client is None:
+            client = _readers[redis_url] = redis.Redis.from_url(
+                redis_url, socket_timeout=READ_TIMEOUT_S, socket_connect_timeout=READ_TIMEOUT_S
+            )
+    with _client_failures(client):
+        pipe = client.pipeline(transaction=False)
+        pipe.time()  # the leases expire on Redis's clock
+        for name in names:
+            pipe.hmget(_learnt_key(_key_prefix(name)), ["rpm", "tpm"])
+        replies = pipe.execute()
+        seconds, microseconds = replies[0]
+        now_ms = seconds * 1000 + microseconds // 1000
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.zcount(_leases_key(_key_prefix(name)), f"({now_ms}", "+inf")
+        in_flight = pipe.execute()
+    return {
+        name: SharedLimits(
+            learnt_rpm=int(rpm) if rpm else None,
+            learnt_tpm=int(tpm) if tpm else None,
+            in_flight=int(flying),
+        )
+        for name, (rpm, tpm), flying in zip(names, replies[1:], in_flight, strict=True)
+    }

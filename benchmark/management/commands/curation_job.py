@@ -1,9 +1,15 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmark.curation.jobs import curation_job_cancel, curation_job_resume, curation_job_spend
+from benchmark.curation.jobs import (
+    curation_job_cancel,
+    curation_job_endpoint_activity,
+    curation_job_resume,
+    curation_job_spend,
+)
 from benchmark.evaluation.runs import RunActionError
 from benchmark.management.run_commands import command_user
 from benchmark.models import AuditVia, CurationJob
+from benchmark.providers.activity import activity_lines
 
 
 class Command(BaseCommand):
@@ -41,6 +47,8 @@ class Command(BaseCommand):
             f"  {spend.calls} call(s) made ({spend.failed_calls} failed), tokens in "
             f"{spend.input_tokens} / out {spend.output_tokens}, cost ${spend.cost_usd:.4f}"
         )
+        for line in activity_lines(curation_job_endpoint_activity(job=job)):
+            self.stdout.write(line)
         for target in job.targets.select_related("scenario", "style", "dialogue"):
             line = (
                 f"  {target.scenario.key} style {target.style.index}: {target.state}, "

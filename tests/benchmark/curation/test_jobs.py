@@ -185,6 +185,11 @@ def test_the_commands_launch_show_cancel_and_resume_a_job(demo, django_capture_o
     call_command("curation_job", str(job.id), stdout=out)
     assert f"style 1: done, turn 8 of 10, claimed 1 time(s), dialogue {NEW_ID}" in out.getvalue()
     assert "  24 call(s) made (0 failed), tokens in " in out.getvalue()
+    # The Planner's endpoint: 8 turns, one call each, on the demo's replay provider.
+    assert "  demo-atlas-large: 8 answered, 0 failed, 0 retried, 8 in the last minute" in (
+        out.getvalue()
+    )
+    assert "offline: no limits apply" in out.getvalue()
     events = RunAuditEvent.objects.filter(curation_job=job).order_by("id")
     assert [(e.action, e.via, e.actor_name.split(" ")[-1]) for e in events] == [
         (AuditAction.LAUNCH, AuditVia.COMMAND, "(curate)"),

@@ -437,6 +437,8 @@ def test_judge_pairs_command(finished_run, server):
     text = out.getvalue()
     assert f"Run {run.pk}: 2 of 6 pairs (2 new, 2 in all); 2 replies enqueued" in text
     assert f"Run {run.pk} done" in text and "Pairwise verdicts (of 4 per judge): pj-fair 4" in text
+    endpoints = text.split("\nEndpoints:\n")[1]
+    assert "\n  pj-fair: 4 answered, 0 failed, 0 retried, 4 in the last minute" in endpoints
     event = RunAuditEvent.objects.get(run=run, action="pairwise")
     assert event.via == "command" and "(judge_pairs)" in event.actor_name
     assert "max 2, seed 0" in event.note
