@@ -17,6 +17,7 @@ BENCHMARKS = [
     "judge_ranking.py",
     "annotation_next.py",
     "annotation_inproc.py",
+    "run_page.py",
     "fault_campaign.py",
     "memory_soak.py",
     "first_start.py",
