@@ -8,8 +8,9 @@ progress, and each endpoint's calls and limits, benchmark/providers/activity.py)
 It drops and recreates the scratch database ``proactbench_bench_run_page`` (--database-url),
 writes one run with --calls recorded calls spread over --endpoints endpoints (the latest
 minute's share as a steady run leaves it), and times, each --polls times: the progress alone
-(``run_progress``), the endpoints' table alone (``run_endpoint_activity``: one grouped query
-and one Redis round trip), and the whole fragment through Django's test client as an admin.
+(``run_progress``: the run's units, and its calls counted per endpoint in one grouped query),
+the endpoints' table given those counts (``run_endpoint_activity``: the endpoints' row and one
+Redis round trip), and the whole fragment through Django's test client as an admin.
 PostgreSQL and Redis (--redis-url) as production runs them. Ends with a RESULT line.
 """
 
@@ -119,22 +120,23 @@ def main() -> None:
         assert response.status_code == 200, response.status_code
         assert b'id="endpoint-activity"' in response.content
 
+    counts = run_progress(run=run).call_counts
     figures = {
         "progress": timed(lambda: run_progress(run=run)),
-        "activity": timed(lambda: run_endpoint_activity(run=run)),
+        "activity": timed(lambda: run_endpoint_activity(run=run, counts=counts)),
         "page": timed(page),
     }
     with CaptureQueriesContext(connection) as captured:
         page()
     statements = len(captured.captured_queries)
     activity = run_endpoint_activity(run=run)
-    assert sum(row.calls + row.failed for row in activity.endpoints) == args.calls
+    assert sum(row.counts.calls + row.counts.failed for row in activity.endpoints) == args.calls
 
     print(f"{args.polls} polls each, wall ms:")
     print("what                               median      p95      max")
     labels = {
         "progress": "run_progress (units, calls, cost)",
-        "activity": "run_endpoint_activity",
+        "activity": "run_endpoint_activity (given those)",
         "page": "the fragment (test client)",
     }
     for key, times in figures.items():

@@ -284,7 +284,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         return {
             "run": run,
             "progress": progress,
-            "activity": run_service.run_endpoint_activity(run=run),
+            "activity": run_service.run_endpoint_activity(run=run, counts=progress.call_counts),
             "actions": run_service.run_actions(run=run, progress=progress),
         }
 

@@ -46,7 +46,7 @@ from benchmark.models import (
     Scenario,
     TargetState,
 )
-from benchmark.providers.activity import Activity, endpoint_activity
+from benchmark.providers.activity import Activity, call_counts, endpoint_activity
 from benchmark.providers.base import ProviderError
 
 UNSETTLED = (TargetState.PENDING, TargetState.RUNNING)
@@ -464,7 +464,7 @@ def curation_job_endpoint_activity(*, job: CurationJob) -> Activity:
     """The job's three agents' endpoints with their calls so far and the limits in force
     (``benchmark.providers.activity``)."""
     return endpoint_activity(
-        ProviderCall.objects.filter(curation_job=job),
+        call_counts(ProviderCall.objects.filter(curation_job=job)),
         ModelEndpoint.objects.filter(pk__in={job.planner_id, job.user_agent_id, job.assistant_id}),
     )
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from benchmark.evaluation.tasks import run_units
@@ -39,7 +39,7 @@ from benchmark.models import (
     Trigger,
     UnitState,
 )
-from benchmark.providers.activity import Activity, endpoint_activity
+from benchmark.providers.activity import Activity, CallCounts, call_counts, endpoint_activity
 
 
 class RunActionError(Exception):
@@ -520,6 +520,8 @@ class RunProgress:
     """Pairwise verdicts so far (both orders, errors included) per pairwise judge name."""
     pairwise_expected: int = 0
     """Pairwise verdicts each pairwise judge gives in all: the run's comparisons × 2 orders."""
+    call_counts: dict[int, CallCounts] = field(default_factory=dict)
+    """The calls so far per endpoint id (``run_endpoint_activity`` takes them from here)."""
 
     @property
     def finished(self) -> int:
@@ -530,19 +532,23 @@ class RunProgress:
         return 100.0 * self.finished / self.total if self.total else 0.0
 
 
-def run_endpoint_activity(*, run: EvaluationRun) -> Activity:
+def run_endpoint_activity(
+    *, run: EvaluationRun, counts: dict[int, CallCounts] | None = None
+) -> Activity:
     """Each endpoint the run calls — models under test, judges, pairwise judges, the
     failure-mode classifier — with its calls so far and the limits in force
-    (``benchmark.providers.activity``)."""
-    ids = {
-        *run.endpoints.values_list("pk", flat=True),
-        *run.judges.values_list("pk", flat=True),
-        *run.pairwise_judges.values_list("pk", flat=True),
-    }
-    ids.update(pk for pk in (run.primary_judge_id, run.failure_mode_classifier_id) if pk)
-    return endpoint_activity(
-        ProviderCall.objects.filter(run=run), ModelEndpoint.objects.filter(pk__in=ids)
+    (``benchmark.providers.activity``). ``counts``: the run's ``RunProgress.call_counts``, when
+    read already."""
+    single = [pk for pk in (run.primary_judge_id, run.failure_mode_classifier_id) if pk]
+    called = ModelEndpoint.objects.filter(  # one statement, the many-to-many reads inside it
+        Q(pk__in=run.endpoints.values("pk"))
+        | Q(pk__in=run.judges.values("pk"))
+        | Q(pk__in=run.pairwise_judges.values("pk"))
+        | Q(pk__in=single)
     )
+    if counts is None:
+        counts = call_counts(ProviderCall.objects.filter(run=run))
+    return endpoint_activity(counts, called)
 
 
 def run_progress(*, run: EvaluationRun) -> RunProgress:
@@ -551,12 +557,7 @@ def run_progress(*, run: EvaluationRun) -> RunProgress:
         run.units.values_list("state").annotate(n=Count("id")).values_list("state", "n")
     )
     total = sum(by_state.values())
-    calls = ProviderCall.objects.filter(run=run, ok=True).aggregate(
-        n=Count("id"),
-        inp=Sum("input_tokens"),
-        out=Sum("output_tokens"),
-        cost=Sum("cost_usd"),
-    )
+    per_endpoint = call_counts(ProviderCall.objects.filter(run=run))
     finished = by_state.get(UnitState.DONE, 0) + by_state.get(UnitState.ERROR, 0)
     eta = None
     remaining = by_state.get(UnitState.PENDING, 0) + by_state.get(UnitState.RUNNING, 0)
@@ -594,10 +595,11 @@ def run_progress(*, run: EvaluationRun) -> RunProgress:
         pairwise_expected=len(PairOrder.values) * comparisons,
         total=total,
         by_state=by_state,
-        calls=calls["n"] or 0,
-        input_tokens=calls["inp"] or 0,
-        output_tokens=calls["out"] or 0,
-        cost_usd=calls["cost"] or Decimal(0),
+        calls=sum(c.calls for c in per_endpoint.values()),
+        input_tokens=sum(c.input_tokens for c in per_endpoint.values()),
+        output_tokens=sum(c.output_tokens for c in per_endpoint.values()),
+        cost_usd=sum((c.cost_usd for c in per_endpoint.values()), Decimal(0)),
+        call_counts=per_endpoint,
         eta_s=eta,
         latest_errors=errors,
     )

@@ -73,5 +73,5 @@ def watch_run(run: EvaluationRun, stdout: OutputWrapper) -> None:
         verdicts = ", ".join(f"{name} {n}" for name, n in progress.pairwise.items())
         stdout.write(f"Pairwise verdicts (of {progress.pairwise_expected} per judge): {verdicts}")
     stdout.write("Endpoints:")
-    for line in activity_lines(runs.run_endpoint_activity(run=run)):
+    for line in activity_lines(runs.run_endpoint_activity(run=run, counts=progress.call_counts)):
         stdout.write(line)

@@ -7,10 +7,10 @@ A run that crawls is most often held by a limit: a vendor's requests per minute,
 its headers, or a cap set on the endpoint. Without this, the page said how far the run had got
 but not why it went at that pace.
 
-The counts come from ``ProviderCall`` (one grouped query); the learnt limits and the calls in
-flight from Redis, where every worker keeps them (``ratelimit.shared_limits``). On the embedded
-default (no Redis) each worker keeps its limiter in its own process, out of a page's reach:
-the page says so instead of showing nothing as if nothing were learnt.
+The counts come from ``ProviderCall`` (``call_counts``: one grouped query); the learnt limits
+and the calls in flight from Redis, where every worker keeps them (``ratelimit.shared_limits``).
+On the embedded default (no Redis) each worker keeps its limiter in its own process, out of a
+page's reach: the page says so instead of showing nothing as if nothing were learnt.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import redis
-from django.db.models import Avg, Count, Q, QuerySet
+from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from benchmark.models import ModelEndpoint, ProviderCall
@@ -47,18 +48,65 @@ class Limit:
 
 
 @dataclass(frozen=True)
+class CallCounts:
+    """One endpoint's recorded calls (for one run or one job)."""
+
+    calls: int = 0
+    """Calls the provider answered."""
+    failed: int = 0
+    """Calls that failed after their last attempt."""
+    retried: int = 0
+    """Calls (answered or failed) that took more than one attempt: 429s, 5xx, timeouts."""
+    recent: int = 0
+    """Calls (answered or failed) recorded in the last ``RECENT_S`` seconds."""
+    mean_latency_s: float | None = None
+    """Of the answered calls, from the request to the answer (retries' waits included)."""
+    input_tokens: int = 0
+    """Of the answered calls, as are the output tokens and the cost."""
+    output_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+
+
+def call_counts(
+    calls: QuerySet[ProviderCall], *, now: datetime | None = None
+) -> dict[int, CallCounts]:
+    """Per endpoint id, ``calls`` counted: one grouped query, one pass over the calls (a run's
+    progress takes its totals from it too, so that a poll of its page reads them once)."""
+    since = (now or timezone.now()) - timedelta(seconds=RECENT_S)
+    answered = Q(ok=True)
+    rows = (
+        calls.order_by()
+        .values("endpoint_id")
+        .annotate(
+            calls=Count("id", filter=answered),
+            failed=Count("id", filter=Q(ok=False)),
+            retried=Count("id", filter=Q(attempts__gt=1)),
+            recent=Count("id", filter=Q(created_at__gte=since)),
+            latency=Avg("latency_s", filter=answered),
+            inp=Sum("input_tokens", filter=answered),
+            out=Sum("output_tokens", filter=answered),
+            cost=Sum("cost_usd", filter=answered),
+        )
+    )
+    return {
+        row["endpoint_id"]: CallCounts(
+            calls=row["calls"],
+            failed=row["failed"],
+            retried=row["retried"],
+            recent=row["recent"],
+            mean_latency_s=row["latency"],
+            input_tokens=row["inp"] or 0,
+            output_tokens=row["out"] or 0,
+            cost_usd=row["cost"] or Decimal(0),
+        )
+        for row in rows
+    }
+
+
+@dataclass(frozen=True)
 class EndpointActivity:
     endpoint: ModelEndpoint
-    calls: int
-    """Calls the provider answered."""
-    failed: int
-    """Calls that failed after their last attempt."""
-    retried: int
-    """Calls (answered or failed) that took more than one attempt: 429s, 5xx, timeouts."""
-    recent: int
-    """Calls (answered or failed) recorded in the last ``RECENT_S`` seconds."""
-    mean_latency_s: float | None
-    """Of the answered calls, from the request to the answer (retries' waits included)."""
+    counts: CallCounts
     offline: bool
     """The provider sends nothing anywhere (``replay``): no limits apply."""
     rpm: Limit | None
@@ -79,27 +127,11 @@ class Activity:
 
 
 def endpoint_activity(
-    calls: QuerySet[ProviderCall],
-    endpoints: Iterable[ModelEndpoint],
-    *,
-    now: datetime | None = None,
+    counts: dict[int, CallCounts], endpoints: Iterable[ModelEndpoint]
 ) -> Activity:
-    """``calls``: one run's or one job's; ``endpoints``: those it calls (each listed even
-    before its first call; an endpoint with calls but not listed is added). Two queries (the
-    counts, and the endpoints that are not listed) and one Redis round trip."""
-    since = (now or timezone.now()) - timedelta(seconds=RECENT_S)
-    counts = {
-        row["endpoint_id"]: row
-        for row in calls.order_by()
-        .values("endpoint_id")
-        .annotate(
-            calls=Count("id", filter=Q(ok=True)),
-            failed=Count("id", filter=Q(ok=False)),
-            retried=Count("id", filter=Q(attempts__gt=1)),
-            recent=Count("id", filter=Q(created_at__gte=since)),
-            latency=Avg("latency_s", filter=Q(ok=True)),
-        )
-    }
+    """``counts``: ``call_counts`` of one run's or one job's calls; ``endpoints``: those it
+    calls (each listed even before its first call; an endpoint with calls but not listed is
+    added, by one more query). One Redis round trip."""
     listed = {endpoint.pk: endpoint for endpoint in endpoints}
     missing = counts.keys() - listed.keys()
     if missing:
@@ -119,7 +151,7 @@ def endpoint_activity(
             "learnt limits and calls in flight are not shown here."
         )
     return Activity(
-        endpoints=[_row(e, counts.get(e.pk), shared) for e in ordered],
+        endpoints=[_row(e, counts.get(e.pk, CallCounts()), shared) for e in ordered],
         shared=why if any(not _offline(e) for e in ordered) else "",
     )
 
@@ -130,9 +162,8 @@ def _offline(endpoint: ModelEndpoint) -> bool:
 
 
 def _row(
-    endpoint: ModelEndpoint, counts: dict | None, shared: dict[str, SharedLimits] | None
+    endpoint: ModelEndpoint, counts: CallCounts, shared: dict[str, SharedLimits] | None
 ) -> EndpointActivity:
-    counts = counts or {}
     offline = _offline(endpoint)
     configured, error = ConfiguredLimits(None, None, None), ""
     if not offline:
@@ -151,11 +182,7 @@ def _row(
 
     return EndpointActivity(
         endpoint=endpoint,
-        calls=counts.get("calls", 0),
-        failed=counts.get("failed", 0),
-        retried=counts.get("retried", 0),
-        recent=counts.get("recent", 0),
-        mean_latency_s=counts.get("latency"),
+        counts=counts,
         offline=offline,
         rpm=limit(configured.rpm, state.learnt_rpm if state else None),
         tpm=limit(configured.tpm, state.learnt_tpm if state else None),
@@ -169,12 +196,15 @@ def activity_lines(activity: Activity) -> list[str]:
     """The table as text, a line per endpoint (the management commands print it)."""
     lines = []
     for row in activity.endpoints:
+        counts = row.counts
         line = (
-            f"  {row.endpoint.name}: {row.calls} answered, {row.failed} failed, "
-            f"{row.retried} retried, {row.recent} in the last minute"
+            f"  {row.endpoint.name}: {counts.calls} answered, {counts.failed} failed, "
+            f"{counts.retried} retried, {counts.recent} in the last minute"
         )
-        if row.mean_latency_s is not None:
-            line += f", mean latency {row.mean_latency_s:.2f} s"
+        if counts.mean_latency_s is not None:
+            line += f", mean latency {counts.mean_latency_s:.2f} s"
+        if counts.cost_usd:
+            line += f", cost ${counts.cost_usd:.4f}"
         if row.offline:
             line += "; offline: no limits apply"
         elif row.settings_error:

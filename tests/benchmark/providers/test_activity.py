@@ -5,16 +5,18 @@ real Redis, and what the page says when it cannot read them."""
 
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from benchmark.evaluation.runs import run_endpoint_activity
+from benchmark.evaluation.runs import run_endpoint_activity, run_progress
 from benchmark.models import CallPurpose, EvaluationRun, ModelEndpoint, ProviderCall
 from benchmark.providers.activity import (
     CONFIGURED,
     LEARNT,
+    CallCounts,
     Limit,
     activity_lines,
     endpoint_activity,
@@ -47,6 +49,9 @@ def _call(run, endpoint, *, ok=True, attempts=1, latency_s=1.0, age_s=0.0):
         error="" if ok else "HTTP 500",
         attempts=attempts,
         latency_s=latency_s,
+        input_tokens=100,
+        output_tokens=20,
+        cost_usd=Decimal("0.001"),
     )
     if age_s:
         ProviderCall.objects.filter(pk=call.pk).update(
@@ -76,12 +81,19 @@ def test_each_endpoint_s_calls_with_their_failures_retries_pace_and_latency(no_r
 
     rows = {row.endpoint.name: row for row in activity.endpoints}
     assert list(rows) == ["idle", "judge", "model"]  # by display name; idle has no call yet
-    m = rows["model"]
+    m = rows["model"].counts
     assert (m.calls, m.failed, m.retried, m.recent) == (3, 1, 2, 2)
     assert m.mean_latency_s == pytest.approx(2.0)  # of the answered calls only
-    assert (rows["judge"].calls, rows["judge"].recent) == (1, 1)
-    idle_row = rows["idle"]
-    assert (idle_row.calls, idle_row.failed, idle_row.mean_latency_s) == (0, 0, None)
+    assert (m.input_tokens, m.output_tokens, m.cost_usd) == (300, 60, Decimal("0.003"))
+    assert (rows["judge"].counts.calls, rows["judge"].counts.recent) == (1, 1)
+    assert rows["idle"].counts == CallCounts()  # no call yet
+    # The run's progress reads the same counts: its totals are theirs.
+    progress = run_progress(run=run)
+    assert (progress.calls, progress.input_tokens, progress.cost_usd) == (
+        4,
+        400,
+        Decimal("0.004"),
+    )
 
 
 def test_an_endpoint_with_calls_that_the_run_no_longer_lists_is_shown(no_redis):
@@ -90,7 +102,9 @@ def test_an_endpoint_with_calls_that_the_run_no_longer_lists_is_shown(no_redis):
     run.endpoints.set([kept])
     _call(run, dropped)
 
-    rows = [(row.endpoint.name, row.calls) for row in run_endpoint_activity(run=run).endpoints]
+    activity = run_endpoint_activity(run=run)
+
+    rows = [(row.endpoint.name, row.counts.calls) for row in activity.endpoints]
 
     assert rows == [("dropped", 1), ("kept", 0)]
 
@@ -99,7 +113,7 @@ def test_configured_limits_are_shown_and_a_bad_one_is_named(no_redis):
     limited = _endpoint("limited", rate_limit_rpm=600, max_concurrency=4)
     broken = _endpoint("broken", rate_limit_tpm="lots")
 
-    activity = endpoint_activity(ProviderCall.objects.none(), [limited, broken])
+    activity = endpoint_activity({}, [limited, broken])
 
     rows = {row.endpoint.name: row for row in activity.endpoints}
     assert rows["limited"].rpm == Limit(600, CONFIGURED)
@@ -114,7 +128,7 @@ def test_configured_limits_are_shown_and_a_bad_one_is_named(no_redis):
 def test_an_offline_endpoint_has_no_limits_and_needs_no_redis(no_redis):
     replay = _endpoint("replayed", provider="replay", rate_limit_rpm=5)
 
-    activity = endpoint_activity(ProviderCall.objects.none(), [replay])
+    activity = endpoint_activity({}, [replay])
 
     (row,) = activity.endpoints
     assert row.offline and row.rpm is None and row.in_flight is None
@@ -145,14 +159,14 @@ def test_learnt_limits_and_calls_in_flight_come_from_the_shared_limiter(
             provider.complete(hello("m"))
             first, second = provider._limiter.acquire(10), provider._limiter.acquire(10)
 
-            (row,) = endpoint_activity(ProviderCall.objects.none(), [endpoint]).endpoints
+            (row,) = endpoint_activity({}, [endpoint]).endpoints
             assert row.rpm == Limit(500, LEARNT)
             assert row.tpm == Limit(90_000, CONFIGURED)
             assert (row.in_flight, row.max_concurrency) == (2, 3)
 
             first.release()
             second.release()
-            (row,) = endpoint_activity(ProviderCall.objects.none(), [endpoint]).endpoints
+            (row,) = endpoint_activity({}, [endpoint]).endpoints
             assert row.in_flight == 0
         finally:
             keys = list(redis_client.scan_iter(f"proactbench:limits:{name}:*"))
@@ -170,7 +184,7 @@ def test_a_redis_that_does_not_answer_is_said_and_the_counts_still_shown(setting
     activity = run_endpoint_activity(run=run)
 
     (row,) = activity.endpoints
-    assert row.calls == 1 and row.in_flight is None and row.rpm is None
+    assert row.counts.calls == 1 and row.in_flight is None and row.rpm is None
     assert activity.shared.startswith("Redis did not answer")
 
 
@@ -191,7 +205,8 @@ def test_the_run_page_shows_the_endpoints_table(client_for, admin_user, no_redis
     assert 'id="endpoint-activity"' in html
     row = html.split('data-endpoint="model"')[1].split("</tr>")[0]
     cells = [cell.split(">", 1)[1].split("</td")[0] for cell in row.split("<td")[1:]]
-    assert cells[:4] == ["1", "1", "1", "2"]  # answered, failed, retried, last minute
+    # answered, failed, retried, last minute, mean latency, cost (of the answered call)
+    assert cells[:6] == ["1", "1", "1", "2", "1.00 s", "$0.0010"]
     assert '60 <span class="help">configured</span>' in row and "? of 8" in row
     assert "offline: no limits apply" in html.split('data-endpoint="replayed"')[1]
     assert "No Redis (the embedded default)" in html
@@ -211,8 +226,8 @@ def test_the_commands_text_says_the_same_as_the_table(no_redis):
     assert lines == [
         "  broken: 0 answered, 0 failed, 0 retried, 0 in the last minute; endpoint broken: "
         "max_concurrency must be a positive whole number, not 0",
-        "  model: 1 answered, 1 failed, 1 retried, 2 in the last minute, mean latency 1.50 s; "
-        "requests/min 60 (configured), in flight ? of 8",
+        "  model: 1 answered, 1 failed, 1 retried, 2 in the last minute, mean latency 1.50 s, "
+        "cost $0.0010; requests/min 60 (configured), in flight ? of 8",
         "  replayed: 0 answered, 0 failed, 0 retried, 0 in the last minute; "
         "offline: no limits apply",
         "  (No Redis (the embedded default): each worker keeps its limiter to itself, so "
