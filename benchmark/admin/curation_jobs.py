@@ -104,11 +104,12 @@ class CurationJobAdmin(admin.ModelAdmin):
 
     @staticmethod
     def _live_context(job: CurationJob) -> dict:
+        counts = jobs.curation_job_call_counts(job=job)
         return {
             "job": job,
             "targets": job.targets.select_related("scenario__persona", "style", "dialogue"),
-            "spend": jobs.curation_job_spend(job=job),
-            "activity": jobs.curation_job_endpoint_activity(job=job),
+            "spend": jobs.curation_job_spend(job=job, counts=counts),
+            "activity": jobs.curation_job_endpoint_activity(job=job, counts=counts),
             "can_cancel": job.status in (RunStatus.QUEUED, RunStatus.RUNNING),
             "can_resume": job.status
             in (RunStatus.CANCELLING, RunStatus.CANCELLED, RunStatus.FAILED, RunStatus.DONE),

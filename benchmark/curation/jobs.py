@@ -21,7 +21,7 @@ from decimal import Decimal
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import F, Q
 from django.utils import timezone
 
 from benchmark.curation.calls import CallBook
@@ -46,7 +46,7 @@ from benchmark.models import (
     Scenario,
     TargetState,
 )
-from benchmark.providers.activity import Activity, call_counts, endpoint_activity
+from benchmark.providers.activity import Activity, CallCounts, call_counts, endpoint_activity
 from benchmark.providers.base import ProviderError
 
 UNSETTLED = (TargetState.PENDING, TargetState.RUNNING)
@@ -442,29 +442,35 @@ class CurationSpend:
     cost_usd: Decimal
 
 
-def curation_job_spend(*, job: CurationJob) -> CurationSpend:
-    """One query."""
-    totals = ProviderCall.objects.filter(curation_job=job).aggregate(
-        calls=Count("id", filter=Q(ok=True)),
-        failed=Count("id", filter=Q(ok=False)),
-        inp=Sum("input_tokens"),
-        out=Sum("output_tokens"),
-        cost=Sum("cost_usd"),
-    )
+def curation_job_call_counts(*, job: CurationJob) -> dict[int, CallCounts]:
+    """The job's calls counted per endpoint id (``activity.call_counts``): one query."""
+    return call_counts(ProviderCall.objects.filter(curation_job=job))
+
+
+def curation_job_spend(
+    *, job: CurationJob, counts: dict[int, CallCounts] | None = None
+) -> CurationSpend:
+    """``counts``: ``curation_job_call_counts``, when read already."""
+    if counts is None:
+        counts = curation_job_call_counts(job=job)
     return CurationSpend(
-        calls=totals["calls"],
-        failed_calls=totals["failed"],
-        input_tokens=totals["inp"] or 0,
-        output_tokens=totals["out"] or 0,
-        cost_usd=totals["cost"] or Decimal(0),
+        calls=sum(c.calls for c in counts.values()),
+        failed_calls=sum(c.failed for c in counts.values()),
+        input_tokens=sum(c.input_tokens for c in counts.values()),
+        output_tokens=sum(c.output_tokens for c in counts.values()),
+        cost_usd=sum((c.cost_usd for c in counts.values()), Decimal(0)),
     )
 
 
-def curation_job_endpoint_activity(*, job: CurationJob) -> Activity:
+def curation_job_endpoint_activity(
+    *, job: CurationJob, counts: dict[int, CallCounts] | None = None
+) -> Activity:
     """The job's three agents' endpoints with their calls so far and the limits in force
-    (``benchmark.providers.activity``)."""
+    (``benchmark.providers.activity``). ``counts``: as for ``curation_job_spend``."""
+    if counts is None:
+        counts = curation_job_call_counts(job=job)
     return endpoint_activity(
-        call_counts(ProviderCall.objects.filter(curation_job=job)),
+        counts,
         ModelEndpoint.objects.filter(pk__in={job.planner_id, job.user_agent_id, job.assistant_id}),
     )
 

@@ -774,6 +774,8 @@ def shared_limits(endpoint_names: Iterable[str]) -> dict[str, SharedLimits] | No
     if redis_url is None:
         return None
     names = list(endpoint_names)
+    if not names:
+        return {}
     with _registry_lock:
         client = _readers.get(redis_url)
         if client is None:

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmark.curation.jobs import (
+    curation_job_call_counts,
     curation_job_cancel,
     curation_job_endpoint_activity,
     curation_job_resume,
@@ -42,12 +43,13 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         job = CurationJob.objects.get(pk=job_id)
         self.stdout.write(f"Curation job {job.id} {job.name!r}: {job.status}")
-        spend = curation_job_spend(job=job)
+        counts = curation_job_call_counts(job=job)
+        spend = curation_job_spend(job=job, counts=counts)
         self.stdout.write(
             f"  {spend.calls} call(s) made ({spend.failed_calls} failed), tokens in "
             f"{spend.input_tokens} / out {spend.output_tokens}, cost ${spend.cost_usd:.4f}"
         )
-        for line in activity_lines(curation_job_endpoint_activity(job=job)):
+        for line in activity_lines(curation_job_endpoint_activity(job=job, counts=counts)):
             self.stdout.write(line)
         for target in job.targets.select_related("scenario", "style", "dialogue"):
             line = (

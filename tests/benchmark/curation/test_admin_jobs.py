@@ -106,6 +106,12 @@ def test_the_job_page_shows_its_calls_and_their_cost(
     assert total > 0
     assert f"Calls: 24 · tokens in {total_in} /".encode() in text
     assert f"cost ${total:.4f}".encode() in text
+    # Each agent's endpoint in the endpoints' table: the Planner's 8 calls and their cost.
+    planner_row = text.decode().split('data-endpoint="demo-atlas-large"')[1].split("</tr>")[0]
+    planner_cost = sum(planner.values_list("cost_usd", flat=True))
+    assert "<td>8</td><td>0</td><td>0</td><td>8</td>" in planner_row
+    assert f"${planner_cost:.4f}" in planner_row and "offline: no limits apply" in planner_row
+    assert text.count(b"data-endpoint=") == 3
 
 
 def test_the_launch_form_needs_a_scenario_and_a_style(client_for, admin_user, demo):
