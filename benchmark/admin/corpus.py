@@ -271,6 +271,19 @@ class ModelEndpointAdmin(admin.ModelAdmin):
     search_fields = ("name", "display_name", "model_name")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["test_connection"]
+    readonly_fields = ("limits_in_force",)
+
+    @admin.display(description="Limits in force")
+    def limits_in_force(self, obj: ModelEndpoint) -> str:
+        """What every worker obeys now: the limits configured here, those learnt from the
+        vendor's headers (shared through Redis), the calls in flight against the cap."""
+        if obj.pk is None:
+            return "Configured below (default params); the rest is learnt once it is called."
+        from benchmark.providers.activity import endpoint_activity, limits_text
+
+        activity = endpoint_activity({}, [obj])
+        text = limits_text(activity.endpoints[0])
+        return f"{text}. {activity.shared}" if activity.shared else text
 
     @admin.action(description="Test connection")
     def test_connection(self, request, queryset):

@@ -192,6 +192,23 @@ def _row(
     )
 
 
+def limits_text(row: EndpointActivity) -> str:
+    """An endpoint's limits in force, in words (the commands' lines, the endpoint's page)."""
+    if row.offline:
+        return "offline: no limits apply"
+    if row.settings_error:
+        return row.settings_error
+    limits = [
+        f"{unit} {limit.value} ({limit.source})"
+        for unit, limit in (("requests/min", row.rpm), ("tokens/min", row.tpm))
+        if limit is not None
+    ]
+    if row.max_concurrency:
+        flying = "?" if row.in_flight is None else row.in_flight
+        limits.append(f"in flight {flying} of {row.max_concurrency}")
+    return ", ".join(limits) if limits else "no limit known"
+
+
 def activity_lines(activity: Activity) -> list[str]:
     """The table as text, a line per endpoint (the management commands print it)."""
     lines = []
@@ -205,21 +222,7 @@ def activity_lines(activity: Activity) -> list[str]:
             line += f", mean latency {counts.mean_latency_s:.2f} s"
         if counts.cost_usd:
             line += f", cost ${counts.cost_usd:.4f}"
-        if row.offline:
-            line += "; offline: no limits apply"
-        elif row.settings_error:
-            line += f"; {row.settings_error}"
-        else:
-            limits = [
-                f"{unit} {limit.value} ({limit.source})"
-                for unit, limit in (("requests/min", row.rpm), ("tokens/min", row.tpm))
-                if limit is not None
-            ]
-            if row.max_concurrency:
-                flying = "?" if row.in_flight is None else row.in_flight
-                limits.append(f"in flight {flying} of {row.max_concurrency}")
-            line += "; " + (", ".join(limits) if limits else "no limit known")
-        lines.append(line)
+        lines.append(f"{line}; {limits_text(row)}")
     if activity.shared:
         lines.append(f"  ({activity.shared})")
     return lines

@@ -136,7 +136,7 @@ def test_an_offline_endpoint_has_no_limits_and_needs_no_redis(no_redis):
 
 
 def test_learnt_limits_and_calls_in_flight_come_from_the_shared_limiter(
-    settings, redis_client, monkeypatch
+    settings, redis_client, monkeypatch, client_for, admin_user
 ):
     """A real call through the OpenAI SDK to a server that sends the vendor's rate-limit
     headers: what the worker learnt is what the page reads, from Redis."""
@@ -163,6 +163,13 @@ def test_learnt_limits_and_calls_in_flight_come_from_the_shared_limiter(
             assert row.rpm == Limit(500, LEARNT)
             assert row.tpm == Limit(90_000, CONFIGURED)
             assert (row.in_flight, row.max_concurrency) == (2, 3)
+            page = client_for(admin_user).get(
+                reverse("admin:benchmark_modelendpoint_change", args=[endpoint.pk])
+            )
+            assert (
+                "requests/min 500 (learnt), tokens/min 90000 (configured), in flight 2 of 3"
+                in page.content.decode()
+            )
 
             first.release()
             second.release()
@@ -233,3 +240,17 @@ def test_the_commands_text_says_the_same_as_the_table(no_redis):
         "  (No Redis (the embedded default): each worker keeps its limiter to itself, so "
         "learnt limits and calls in flight are not shown here.)",
     ]
+
+
+def test_the_endpoint_s_page_says_its_limits(client_for, admin_user, no_redis):
+    endpoint = _endpoint("limited", rate_limit_rpm=60, max_concurrency=8)
+    client = client_for(admin_user)
+
+    html = client.get(
+        reverse("admin:benchmark_modelendpoint_change", args=[endpoint.pk])
+    ).content.decode()
+    add = client.get(reverse("admin:benchmark_modelendpoint_add")).content.decode()
+
+    assert "Limits in force" in html
+    assert "requests/min 60 (configured), in flight ? of 8. No Redis (the embedded" in html
+    assert "the rest is learnt once it is called" in add
