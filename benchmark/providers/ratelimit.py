@@ -786,19 +786,21 @@ def shared_limits(endpoint_names: Iterable[str]) -> dict[str, SharedLimits] | No
         pipe = client.pipeline(transaction=False)
         pipe.time()  # the leases expire on Redis's clock
         for name in names:
-            pipe.hmget(_learnt_key(_key_prefix(name)), ["rpm", "tpm"])
+            prefix = _key_prefix(name)
+            pipe.hmget(_learnt_key(prefix), ["rpm", "tpm"])
+            # Every lease with its expiry: no more than the cap, and the lapsed ones the next
+            # acquire removes (counted out below, against Redis's clock).
+            pipe.zrange(_leases_key(prefix), 0, -1, withscores=True)
         replies = pipe.execute()
-        seconds, microseconds = replies[0]
-        now_ms = seconds * 1000 + microseconds // 1000
-        pipe = client.pipeline(transaction=False)
-        for name in names:
-            pipe.zcount(_leases_key(_key_prefix(name)), f"({now_ms}", "+inf")
-        in_flight = pipe.execute()
-    return {
-        name: SharedLimits(
+    seconds, microseconds = replies[0]
+    now_ms = seconds * 1000 + microseconds // 1000
+    shared = {}
+    for i, name in enumerate(names):
+        rpm, tpm = replies[1 + 2 * i]
+        leases = replies[2 + 2 * i]
+        shared[name] = SharedLimits(
             learnt_rpm=int(rpm) if rpm else None,
             learnt_tpm=int(tpm) if tpm else None,
-            in_flight=int(flying),
+            in_flight=sum(1 for _, expiry in leases if expiry > now_ms),
         )
-        for name, (rpm, tpm), flying in zip(names, replies[1:], in_flight, strict=True)
-    }
+    return shared
