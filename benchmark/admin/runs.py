@@ -171,15 +171,18 @@ class EvaluationRunAdmin(admin.ModelAdmin):
             obj.created_by = request.user
         super().save_model(request, obj, form, change)
 
+    def get_queryset(self, request):
+        return run_service.with_unit_counts(super().get_queryset(request))
+
     @admin.display(description="progress")
     def progress_bar(self, obj: EvaluationRun) -> str:
-        progress = run_service.run_progress(run=obj)
+        total, finished = obj.units_total, obj.units_finished  # type: ignore[attr-defined]
         return format_html(
             '<progress max="{}" value="{}"></progress> {} / {}',
-            progress.total or 1,
-            progress.finished,
-            progress.finished,
-            progress.total,
+            total or 1,
+            finished,
+            finished,
+            total,
         )
 
     # --- actions (all enqueue after commit: the request never waits for the work) ----------

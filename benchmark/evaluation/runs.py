@@ -15,7 +15,8 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from benchmark.evaluation.tasks import run_units
@@ -47,6 +48,8 @@ class RunActionError(Exception):
 
 
 CANCELLABLE = (RunStatus.QUEUED, RunStatus.RUNNING)
+FINISHED = (UnitState.DONE, UnitState.ERROR)
+"""The unit states a run's progress counts as finished."""
 RESUMABLE = (
     RunStatus.CANCELLING,
     RunStatus.CANCELLED,
@@ -525,11 +528,25 @@ class RunProgress:
 
     @property
     def finished(self) -> int:
-        return sum(self.by_state.get(s, 0) for s in (UnitState.DONE, UnitState.ERROR))
+        return sum(self.by_state.get(s, 0) for s in FINISHED)
 
     @property
     def percent(self) -> float:
         return 100.0 * self.finished / self.total if self.total else 0.0
+
+
+def with_unit_counts(runs: QuerySet[EvaluationRun]) -> QuerySet[EvaluationRun]:
+    """``runs`` with ``units_total`` and ``units_finished`` (done or in error) on each, read by
+    correlated subqueries in the same statement: a list of runs draws every progress bar
+    without a query per run."""
+    units = EvaluationUnit.objects.filter(run=OuterRef("pk")).order_by()
+
+    def count(of: QuerySet[EvaluationUnit]) -> Coalesce:
+        return Coalesce(Subquery(of.values("run").annotate(n=Count("id")).values("n")), 0)
+
+    return runs.annotate(
+        units_total=count(units), units_finished=count(units.filter(state__in=FINISHED))
+    )
 
 
 def run_endpoint_activity(
@@ -558,7 +575,7 @@ def run_progress(*, run: EvaluationRun) -> RunProgress:
     )
     total = sum(by_state.values())
     per_endpoint = call_counts(ProviderCall.objects.filter(run=run))
-    finished = by_state.get(UnitState.DONE, 0) + by_state.get(UnitState.ERROR, 0)
+    finished = sum(by_state.get(s, 0) for s in FINISHED)
     eta = None
     remaining = by_state.get(UnitState.PENDING, 0) + by_state.get(UnitState.RUNNING, 0)
     if run.status == RunStatus.RUNNING and run.started_at and finished and remaining:

@@ -2,6 +2,8 @@
 live progress fragment, cancel, resume, retry errors; endpoints' Test connection."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmark.corpus.importer import corpus_import
@@ -167,3 +169,29 @@ def test_pin_and_unpin_actions_choose_the_run_the_dashboard_opens_on(client_for,
     # Shown on the run's page, set only by the actions.
     page = client.get(reverse("admin:benchmark_evaluationrun_change", args=[first.pk]))
     assert b"Pinned" in page.content and b'name="pinned"' not in page.content
+
+
+def test_the_run_list_draws_every_progress_bar_without_a_query_per_run(
+    client_for, admin_user, endpoints, eager, django_capture_on_commit_callbacks
+):
+    client = client_for(admin_user)
+    run = _create_run(client, endpoints)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("admin:benchmark_evaluationrun_action", args=[run.pk, "launch"]))
+    units = list(EvaluationUnit.objects.filter(run=run).order_by("pk").values_list("pk", flat=True))
+    EvaluationUnit.objects.filter(pk__in=units[:2]).update(state="pending")
+    EvaluationUnit.objects.filter(pk=units[2]).update(state="error")  # finished, too
+    changelist = reverse("admin:benchmark_evaluationrun_changelist")
+
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            html = client.get(changelist).content.decode()
+        assert '<progress max="12" value="10"></progress> 10 / 12' in html
+        return len(captured.captured_queries)
+
+    EvaluationRun.objects.create(name="empty")
+    few = statements()
+    for i in range(5):
+        EvaluationRun.objects.create(name=f"empty {i}")
+    assert statements() == few
+    assert client.get(changelist).content.decode().count("0 / 0") == 6
