@@ -138,21 +138,23 @@ def endpoint_activity(
         listed.update((e.pk, e) for e in ModelEndpoint.objects.filter(pk__in=missing))
     ordered = sorted(listed.values(), key=lambda e: (e.display_name, e.name))
 
+    online = [e for e in ordered if not _offline(e)]
     shared: dict[str, SharedLimits] | None = None
-    why = ""
-    try:
-        shared = shared_limits(e.name for e in ordered if not _offline(e))
-    except redis.RedisError as exc:
-        logger.warning("could not read the shared limits: %s", exc)
-        why = "Redis did not answer: learnt limits and calls in flight cannot be shown now."
-    if shared is None and not why:
-        why = (
-            "No Redis (the embedded default): each worker keeps its limiter to itself, so "
-            "learnt limits and calls in flight are not shown here."
-        )
+    why = ""  # an offline endpoint has no limits: nothing to say when every one is offline
+    if online:
+        try:
+            shared = shared_limits(e.name for e in online)
+        except redis.RedisError as exc:
+            logger.warning("could not read the shared limits: %s", exc)
+            why = "Redis did not answer: learnt limits and calls in flight cannot be shown now."
+        if shared is None and not why:
+            why = (
+                "No Redis (the embedded default): each worker keeps its limiter to itself, so "
+                "learnt limits and calls in flight are not shown here."
+            )
     return Activity(
         endpoints=[_row(e, counts.get(e.pk, CallCounts()), shared) for e in ordered],
-        shared=why if any(not _offline(e) for e in ordered) else "",
+        shared=why,
     )
 
 

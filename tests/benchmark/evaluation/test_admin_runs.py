@@ -46,6 +46,14 @@ def endpoints(server):
     ]
 
 
+def _launched_run(client, endpoints, capture_on_commit) -> EvaluationRun:
+    """A run created and launched from the admin, run to the end (eager Celery)."""
+    run = _create_run(client, endpoints)
+    with capture_on_commit(execute=True):
+        client.post(reverse("admin:benchmark_evaluationrun_action", args=[run.pk, "launch"]))
+    return run
+
+
 def _create_run(client, endpoints):
     model, judge = endpoints
     response = client.post(
@@ -112,9 +120,7 @@ def test_a_started_run_cannot_be_redefined(
     client_for, admin_user, endpoints, eager, django_capture_on_commit_callbacks
 ):
     client = client_for(admin_user)
-    run = _create_run(client, endpoints)
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(reverse("admin:benchmark_evaluationrun_action", args=[run.pk, "launch"]))
+    run = _launched_run(client, endpoints, django_capture_on_commit_callbacks)
     page = client.get(reverse("admin:benchmark_evaluationrun_change", args=[run.pk])).content
     assert b'name="conditions"' not in page and b'name="endpoints"' not in page
 
@@ -175,9 +181,7 @@ def test_the_run_list_draws_every_progress_bar_without_a_query_per_run(
     client_for, admin_user, endpoints, eager, django_capture_on_commit_callbacks
 ):
     client = client_for(admin_user)
-    run = _create_run(client, endpoints)
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(reverse("admin:benchmark_evaluationrun_action", args=[run.pk, "launch"]))
+    run = _launched_run(client, endpoints, django_capture_on_commit_callbacks)
     units = list(EvaluationUnit.objects.filter(run=run).order_by("pk").values_list("pk", flat=True))
     EvaluationUnit.objects.filter(pk__in=units[:2]).update(state="pending")
     EvaluationUnit.objects.filter(pk=units[2]).update(state="error")  # finished, too
